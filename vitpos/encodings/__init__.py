@@ -4,7 +4,7 @@
 >>> pe = create_encoding("rope_2d", EncodingContext(dim=192, num_heads=3, depth=6, grid=(8, 8)))
 """
 
-from . import absolute, combo, cpe, relative, rope, sincos  # noqa: F401  (register the encodings)
+from . import absolute, alibi, combo, cpe, relative, rope, sincos, t5_bias  # noqa: F401  (register the encodings)
 from .base import (
     EncodingContext,
     Grid,

@@ -36,6 +36,10 @@ class Combination(PositionalEncoding):
     def strategy(self, value: str) -> None:
         if not hasattr(self, "parts"):
             return
+        if "+" in value and len(value.split("+")) == len(self.parts):  # one per part, as the getter prints
+            for p, v in zip(self.parts, value.split("+")):
+                p.strategy = v
+            return
         known = [p for p in self.parts if value in p.strategies]
         if not known:
             valid = sorted({s for p in self.parts for s in p.strategies})

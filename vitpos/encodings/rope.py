@@ -84,7 +84,8 @@ class _RotaryBase(PositionalEncoding):
             pos = axis_positions(n, n_train, True, image) if self.scale is None else pos / s
         elif strategy in ("ntk", "dynamic") and s > 1:
             d = 2 * len(inv_freq)  # width rotated along this axis
-            inv_freq = inv_freq * (self.base / fn.ntk_base(self.base, s, d))  # == base'^(-2i/d)
+            exponent = torch.arange(len(inv_freq), dtype=torch.float32) * 2 / d  # 2i/d
+            inv_freq = inv_freq * (self.base / fn.ntk_base(self.base, s, d)) ** exponent  # == base'^(-2i/d)
         elif strategy == "yarn":
             inv_freq = fn.yarn_inv_freq(inv_freq, s, n_train, self.beta_fast, self.beta_slow)
             magnitude = fn.yarn_attention_factor(s)

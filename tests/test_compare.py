@@ -44,6 +44,8 @@ def runs(tmp_path_factory):
     with SummaryWriter(str(root / "cifar10" / "cpe" / "seed0")) as w:
         for step, (tag, v) in enumerate([("val/acc", 0.6), ("test/acc", 0.66), ("params", 999.0)]):
             w.add_scalar(tag, v, step)
+    with SummaryWriter(str(root / "cifar10" / "stray")) as w:  # not a seed folder: reported, not read
+        w.add_scalar("test/acc", 0.1, 0)
     return root
 
 
@@ -90,6 +92,7 @@ def test_markdown_table_and_incomplete_runs(report, runs):
     assert list(rows) == ["`rope_2d`", "`sincos_2d`", "`cpe`"]  # best test/acc first
     assert "`cifar10/learned_1d/seed0`: no test/acc; last epoch 1" in md
     assert "acc_vs_length.png not drawn" in md
+    assert "Ignored event files outside the <task>/<label>/seed<k>/ layout: `cifar10/stray`" in md
 
 
 def test_outputs_written(report, runs):

@@ -123,14 +123,16 @@ def summarize(run: Run) -> dict:
     for tag in run.scalars:
         if tag.startswith("test/"):
             row[tag] = run.last(tag)
-    params = run.last("params")
+    params = next((v for v in (run.last("params"), run.last("hp/params")) if v is not None), None)
     row["params"] = params if params is not None else find_param_count(run.hparams)
     row["complete"] = run.error is None and "test/acc" in run.scalars
     if run.error is not None:
         row["reason"] = run.error
     elif not row["complete"]:
         epoch, steps = run.last("epoch"), [int(s["step"].max()) for s in run.scalars.values()]
-        row["reason"] = f"no test/acc; last epoch {int(epoch)}" if epoch is not None else f"no test/acc; last step {max(steps)}"
+        row["reason"] = (
+            f"no test/acc; last epoch {int(epoch)}" if epoch is not None else f"no test/acc; last step {max(steps)}"
+        )
     return row
 
 
@@ -146,7 +148,9 @@ def metric_order(name: str) -> tuple:
 def aggregate(rows: pd.DataFrame) -> pd.DataFrame:
     """Mean and std (ddof=1; 0 for a single seed) over the complete seeds of every (task, label)."""
     done = rows[rows["complete"]]
-    metrics = sorted((c for c in done.columns if c.startswith(("val/", "test/")) and done[c].notna().any()), key=metric_order)
+    metrics = sorted(
+        (c for c in done.columns if c.startswith(("val/", "test/")) and done[c].notna().any()), key=metric_order
+    )
     metrics += ["params"] if "params" in done and done["params"].notna().any() else []
     out = []
     for (task, label), g in done.groupby(["task", "label"], sort=True):
@@ -178,7 +182,9 @@ def markdown_table(groups: pd.DataFrame) -> str:
     shown = ["val/acc_best", "test/acc"] + [m for m in metrics if EXTRAP.match(m)]
     shown = [m for m in shown if m in metrics]
     header = ["label", "seeds"] + (["params"] if "params" in metrics else [])
-    header += ["val/acc (best)" if m == "val/acc_best" else m if m == "test/acc" else m.removeprefix("test/") for m in shown]
+    header += [
+        "val/acc (best)" if m == "val/acc_best" else m if m == "test/acc" else m.removeprefix("test/") for m in shown
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     order = groups.sort_values(["test/acc_mean", "label"], ascending=[False, True]) if "test/acc" in metrics else groups
     for _, g in order.iterrows():
@@ -229,8 +235,13 @@ def plot_val_curves(runs: list[Run], complete: set[tuple[str, str]], path: Path)
         for label, seeds in sorted(labels.items()):
             mean = pd.concat(seeds, axis=1).sort_index().mean(axis=1)
             done = (task, label) in complete
-            ax.plot(mean.index, mean.to_numpy(), marker="." if len(mean) < 30 else None, ls="-" if done else "--",
-                    label=label if done else f"{label} (incomplete)")
+            ax.plot(
+                mean.index,
+                mean.to_numpy(),
+                marker="." if len(mean) < 30 else None,
+                ls="-" if done else "--",
+                label=label if done else f"{label} (incomplete)",
+            )
         ax.set(title=task, xlabel="step", ylabel="val/acc")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
@@ -277,6 +288,12 @@ def compare(runs_dir: str | Path, out_dir: str | Path | None = None) -> pd.DataF
     groups = aggregate(rows)
     out.mkdir(parents=True, exist_ok=True)
     notes = []
+    stray = sorted(
+        {f.parent for f in runs_dir.rglob("events.out.tfevents.*") if not any(f.is_relative_to(r.path) for r in runs)}
+    )
+    if stray:
+        where = ", ".join(f"`{p.relative_to(runs_dir)}`" for p in stray[:10]) + (" ..." if len(stray) > 10 else "")
+        notes.append(f"_Ignored event files outside the <task>/<label>/seed<k>/ layout: {where}._")
     complete = set(zip(groups["task"], groups["label"]))
     if not plot_val_curves(runs, complete, out / "val_acc_curves.png"):
         notes.append("_No val/acc logged: val_acc_curves.png not drawn._")

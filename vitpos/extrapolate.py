@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
@@ -67,7 +66,9 @@ def evaluate_sizes(module, datamodule, sizes, strategies, kind: str, device=None
     prepare = getattr(datamodule, "prepare_batch", None)
     jobs = [(s, n) for s in strategies for n in sizes]
     try:
-        for strategy, size in tqdm(jobs, desc=f"evaluating at other {'resolutions' if kind == 'res' else 'lengths'}", disable=not progress):
+        for strategy, size in tqdm(
+            jobs, desc=f"evaluating at other {'resolutions' if kind == 'res' else 'lengths'}", disable=not progress
+        ):
             pe.strategy = strategy
             loss_sum, correct, count = 0.0, 0, 0
             name = metric_name(kind, size, strategy, default)

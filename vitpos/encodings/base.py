@@ -86,15 +86,11 @@ class PositionalEncoding(nn.Module):
         """x: (B, P + N, D) after block ``block``, prefix tokens included."""
         return x
 
-    def rotate_qk(
-        self, q: torch.Tensor, k: torch.Tensor, grid: Grid, block: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, grid: Grid, block: int) -> tuple[torch.Tensor, torch.Tensor]:
         """q, k: (B, H, P + N, Dh) in block ``block``. Returns rotated (q, k)."""
         return q, k
 
-    def attention_bias(
-        self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype
-    ) -> torch.Tensor | None:
+    def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
         """Additive logit bias (H, P + N, P + N) for block ``block``, or None."""
         return None
 
@@ -124,9 +120,7 @@ def register(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
 
 def list_encodings(grid_dims: int | None = None) -> list[str]:
     """Registered names, sorted; only those supporting ``grid_dims`` if given."""
-    return sorted(
-        name for name, cls in _REGISTRY.items() if grid_dims is None or grid_dims in cls.grid_dims
-    )
+    return sorted(name for name, cls in _REGISTRY.items() if grid_dims is None or grid_dims in cls.grid_dims)
 
 
 def get_encoding_class(name: str) -> type[PositionalEncoding]:
@@ -152,6 +146,5 @@ def create_encoding(name: str, ctx: EncodingContext, **options) -> PositionalEnc
 
         params = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "ctx")]
         raise TypeError(
-            f"bad options {sorted(options)} for encoding '{name}': {err}; "
-            f"it takes: {', '.join(params)}"
+            f"bad options {sorted(options)} for encoding '{name}': {err}; it takes: {', '.join(params)}"
         ) from err

@@ -19,7 +19,9 @@ class Combination(PositionalEncoding):
     name = "combo"
     strategies = ("default",)
 
-    def __init__(self, ctx: EncodingContext, strategy: str | None = None, parts=("rope_2d_mixed", "learned_1d"), options=None):
+    def __init__(
+        self, ctx: EncodingContext, strategy: str | None = None, parts=("rope_2d_mixed", "learned_1d"), options=None
+    ):
         super().__init__(ctx, None)
         options = dict(options or {})
         if len(parts) < 2 or len(set(parts)) != len(parts):

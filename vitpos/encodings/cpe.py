@@ -29,10 +29,7 @@ class ConditionalPE(PositionalEncoding):
             raise ValueError(f"cpe blocks {bad} out of range for a model of depth {ctx.depth} (encoding.blocks=...)")
         self.blocks = blocks
         self.convs = nn.ModuleDict(
-            {
-                str(b): nn.Conv2d(ctx.dim, ctx.dim, kernel_size, padding=kernel_size // 2, groups=ctx.dim)
-                for b in blocks
-            }
+            {str(b): nn.Conv2d(ctx.dim, ctx.dim, kernel_size, padding=kernel_size // 2, groups=ctx.dim) for b in blocks}
         )
 
     def after_block(self, x: torch.Tensor, grid, block: int) -> torch.Tensor:

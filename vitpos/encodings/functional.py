@@ -27,9 +27,7 @@ def sincos_1d(positions: torch.Tensor, dim: int, temperature: float = 10000.0) -
     return torch.cat([angles.sin(), angles.cos()], dim=1)
 
 
-def sincos_2d(
-    rows: torch.Tensor, cols: torch.Tensor, dim: int, temperature: float = 10000.0
-) -> torch.Tensor:
+def sincos_2d(rows: torch.Tensor, cols: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:
     """2D sinusoidal table: half the channels encode the row, half the column.
 
     Frequencies are T^(-i/(dim/4)), i < dim/4, per axis (as MoCo v3 and timm's

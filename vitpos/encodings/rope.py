@@ -149,9 +149,9 @@ class RoPE2D(_RotaryBase):
         inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 4, self.base, step=4)  # (Dh/4,)
         ang_x, mag_x = self.axis_angles(w, wt, inv_freq, image=True)  # (w, Dh/4)
         ang_y, mag_y = self.axis_angles(h, ht, inv_freq, image=True)  # (h, Dh/4)
-        angles = torch.cat(
-            [ang_x[None, :, :].expand(h, w, -1), ang_y[:, None, :].expand(h, w, -1)], dim=-1
-        ).reshape(h * w, -1)  # (h*w, Dh/2)
+        angles = torch.cat([ang_x[None, :, :].expand(h, w, -1), ang_y[:, None, :].expand(h, w, -1)], dim=-1).reshape(
+            h * w, -1
+        )  # (h*w, Dh/2)
         return fn.rope_angles_to_complex(angles, math.sqrt(mag_x * mag_y))
 
 

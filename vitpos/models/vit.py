@@ -48,7 +48,9 @@ class VisionTransformer(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
         grid = (img_size // patch_size, img_size // patch_size)
         enc = {"name": encoding} if isinstance(encoding, str) else dict(encoding)
-        ctx = EncodingContext(dim=dim, num_heads=num_heads, depth=depth, grid=grid, num_prefix_tokens=self.num_prefix_tokens)
+        ctx = EncodingContext(
+            dim=dim, num_heads=num_heads, depth=depth, grid=grid, num_prefix_tokens=self.num_prefix_tokens
+        )
         self.pos = create_encoding(enc.pop("name"), ctx, **enc)
         self.encoder = EncoderStack(dim, depth, num_heads, mlp_ratio, drop_path, dropout)
         self.norm = nn.LayerNorm(dim)

@@ -22,6 +22,7 @@ from .render import (
     device_of,
     encoding_of,
     grid_size,
+    hooks_of,
     new_figure,
     offset_average,
     parts_of,
@@ -116,6 +117,8 @@ def rope_logit_data(
     sequences; the center entry is offset 0.
     """
     pe = encoding_of(model_or_pe)
+    if "rotate_qk" not in hooks_of(pe):
+        raise ValueError(f"encoding '{pe.name}' does not rotate q and k; rope_logit_vs_offset applies to rope_*")
     grid = tuple(grid or pe.train_grid)
     heads, dh, p, n = pe.ctx.num_heads, pe.ctx.head_dim, pe.num_prefix_tokens, grid_size(grid)
     device = device_of(pe)

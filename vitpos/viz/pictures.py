@@ -25,9 +25,10 @@ def pictures_for(
     - ``add_to_tokens`` (absolute tables): ``pos/similarity``, ``pos/table``;
     - ``rotate_qk`` (RoPE): ``pos/rope_logit``, and ``pos/rope_mixed_freqs`` for RoPE-Mixed;
     - ``attention_bias`` (relative bias, ALiBi): ``pos/bias``;
-    - with ``images`` (B, C, H, W) and a model that has ``attention_maps``:
-      ``attn/maps`` and ``attn/distance``, for every encoding (``none`` and
-      ``cpe`` included).
+    - with ``images`` (B, C, H, W) and a ViT (a model with ``attention_maps``
+      and ``grid_for``): ``attn/maps`` and ``attn/distance``, for every
+      encoding (``none`` and ``cpe`` included). Sequence models get the
+      encoding pictures on their 1D grid only; their inputs are ignored.
 
     ``model`` may be a ``VisionTransformer``, a LightningModule holding one at
     ``.model``, or a bare encoding (then no attention pictures). ``blocks``:
@@ -50,7 +51,7 @@ def pictures_for(
                 out["pos/rope_mixed_freqs"] = rope_mixed_directions(pe)
         if "attention_bias" in hooks:
             out["pos/bias"] = bias_vs_offset(pe, grid, blocks)
-    if images is not None and hasattr(vit, "attention_maps"):
+    if images is not None and images.dim() == 4 and hasattr(vit, "attention_maps") and hasattr(vit, "grid_for"):
         out["attn/maps"] = attention_maps(vit, images, n_images)
         out["attn/distance"] = mean_attention_distance(vit, images)[1]
     return out

@@ -1,0 +1,57 @@
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from vitpos.encodings import EncodingContext, create_encoding
+from vitpos.models import VisionTransformer
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+
+
+def small_vit(encoding="none", pool="gap", img_size=16, **kw):
+    """A 2-block ViT on a 4x4 grid with head dim 16, in eval mode."""
+    torch.manual_seed(0)
+    opts = dict(img_size=img_size, patch_size=4, dim=32, depth=2, num_heads=2, mlp_ratio=2.0, pool=pool, drop_path=0.0)
+    opts.update(kw)
+    return VisionTransformer(encoding, **opts).eval()
+
+
+def make_encoding(name, grid=(4, 4), dim=32, heads=2, depth=2, prefix=0, **options):
+    torch.manual_seed(0)
+    return create_encoding(name, EncodingContext(dim, heads, depth, grid, prefix), **options)
+
+
+def cifar_root() -> Path | None:
+    """The unpacked shared CIFAR-10 copy, or None (tests then skip, saying why;
+    with VITPOS_REQUIRE_DATA=1, as in CI, they fail instead)."""
+    root = Path(os.environ.get("VITPOS_CIFAR_ROOT", ROOT / "data" / "cifar10"))
+    if (root / "train").is_dir() and (root / "test").is_dir():
+        return root
+    if os.environ.get("VITPOS_REQUIRE_DATA") == "1":
+        pytest.fail(f"CIFAR-10 copy not found at {root} although VITPOS_REQUIRE_DATA=1")
+    return None
+
+
+def require_cifar() -> Path:
+    root = cifar_root()
+    if root is None:
+        pytest.skip(
+            "needs the CIFAR-10 copy: run `bash ../shared/datasets/unpack-cifar10.sh data` (or set VITPOS_CIFAR_ROOT)"
+        )
+    return root
+
+
+def pytest_sessionstart(session):
+    """Unpack the shared CIFAR-10 copy into data/ once, when it sits beside the repo."""
+    script = ROOT.parent / "shared" / "datasets" / "unpack-cifar10.sh"
+    if (
+        "VITPOS_CIFAR_ROOT" not in os.environ
+        and script.exists()
+        and not (ROOT / "data" / "cifar10" / ".complete").exists()
+    ):
+        import subprocess
+
+        subprocess.run(["bash", str(script), str(ROOT / "data")], check=True, stdout=subprocess.DEVNULL)

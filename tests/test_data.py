@@ -1,0 +1,98 @@
+import pytest
+import torch
+from conftest import require_cifar
+from torchvision.io import encode_jpeg
+
+from vitpos.data import augment
+from vitpos.data.cifar10 import CLASSES, DatasetNotFoundError, load_imagefolder, load_official
+from vitpos.data.images import ImageDataModule
+from vitpos.data.shapes import make_shapes
+
+
+def test_random_crop_takes_a_window_of_the_padded_image():
+    images = torch.randint(0, 255, (16, 3, 8, 8), dtype=torch.uint8)
+    out = augment.random_crop(images, 2, torch.Generator().manual_seed(0))
+    padded = torch.nn.functional.pad(images, (2,) * 4)
+    for i in range(16):
+        windows = [padded[i, :, y : y + 8, x : x + 8] for y in range(5) for x in range(5)]
+        assert any(torch.equal(out[i], w) for w in windows)
+    assert not all(torch.equal(out[i], images[i]) for i in range(16))
+
+
+def test_hflip_flips_some_and_keeps_others():
+    images = torch.randn(64, 3, 4, 4)
+    out = augment.random_hflip(images, 0.5, torch.Generator().manual_seed(0))
+    flipped = [torch.equal(o, i.flip(-1)) for o, i in zip(out, images)]
+    kept = [torch.equal(o, i) for o, i in zip(out, images)]
+    assert all(f or k for f, k in zip(flipped, kept)) and 10 < sum(flipped) < 54
+
+
+def test_shapes_label_is_the_red_square_relative_to_the_blue_one():
+    images, labels = make_shapes(200, seed=3)
+    assert set(labels.tolist()) == {0, 1, 2, 3}
+    cells = images.reshape(200, 3, 8, 4, 8, 4).float().mean((3, 5))  # (N, 3, 8, 8) mean colour per cell
+    red = (cells[:, 0] - cells[:, 2]).flatten(1).argmax(1)
+    blue = (cells[:, 2] - cells[:, 0]).flatten(1).argmax(1)
+    expected = 2 * (red // 8 > blue // 8).long() + (red % 8 > blue % 8).long()
+    assert torch.equal(expected, labels)
+    again, _ = make_shapes(200, seed=3)
+    assert torch.equal(again, images)  # seeded
+
+
+def _write_folder(root, per_class=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    for split in ("train", "test"):
+        for name in CLASSES:
+            d = root / split / name
+            d.mkdir(parents=True, exist_ok=True)
+            for i in range(per_class):
+                img = torch.randint(0, 255, (3, 32, 32), dtype=torch.uint8, generator=g)
+                (d / f"{i:04d}.jpg").write_bytes(encode_jpeg(img).numpy().tobytes())
+
+
+def test_imagefolder_decodes_once_caches_and_rebuilds_when_files_change(tmp_path):
+    _write_folder(tmp_path)
+    images, labels = load_imagefolder(tmp_path, "train", progress=False)
+    assert images.shape == (20, 3, 32, 32) and images.dtype == torch.uint8
+    assert labels.tolist() == [c for c in range(10) for _ in range(2)]
+    cache = tmp_path / ".vitpos-train-uint8.pt"
+    assert cache.exists()
+    torch.save({"fingerprint": "stale", "images": images[:1], "labels": labels[:1]}, cache)
+    assert load_imagefolder(tmp_path, "train", progress=False)[0].shape[0] == 20  # stale cache rebuilt
+    (tmp_path / "train" / "cat" / "0000.jpg").unlink()
+    assert load_imagefolder(tmp_path, "train", progress=False)[0].shape[0] == 19
+
+
+def test_missing_data_gives_one_clear_error(tmp_path):
+    with pytest.raises(DatasetNotFoundError, match="data=shapes"):
+        load_imagefolder(tmp_path / "nowhere", "train")
+    with pytest.raises(DatasetNotFoundError, match="data.format=imagefolder"):
+        load_official(tmp_path, train=True, download=False)
+    (tmp_path / "train" / "cat").mkdir(parents=True)
+    with pytest.raises(DatasetNotFoundError, match="one folder per CIFAR-10 class"):
+        load_imagefolder(tmp_path, "train")
+
+
+def test_datamodule_split_is_seeded_and_disjoint(tmp_path):
+    _write_folder(tmp_path, per_class=5)
+    dm = ImageDataModule(format="imagefolder", root=str(tmp_path), val_size=10, batch_size=8)
+    dm.setup()
+    assert len(dm.train[0]) == 40 and len(dm.val[0]) == 10 and len(dm.test[0]) == 50
+    dm2 = ImageDataModule(format="imagefolder", root=str(tmp_path), val_size=10)
+    dm2.setup()
+    assert torch.equal(dm.val[0], dm2.val[0])
+    train_rows = {tuple(x.flatten()[:64].tolist()) for x in dm.train[0]}
+    assert not any(tuple(x.flatten()[:64].tolist()) in train_rows for x in dm.val[0])
+    images, labels = next(iter(dm.train_dataloader()))
+    assert images.shape == (8, 3, 32, 32) and images.dtype == torch.uint8
+    x, y = dm.prepare_batch((images, labels), train=True)
+    assert x.dtype == torch.float32 and x.shape == (8, 3, 32, 32)
+    big = next(iter(dm.test_dataloader_at(48)))[0]
+    assert big.shape[-2:] == (48, 48) and big.dtype == torch.uint8
+
+
+def test_real_cifar10_copy_loads_with_the_official_layout():
+    root = require_cifar()
+    images, labels = load_imagefolder(root, "test")
+    assert images.shape == (10000, 3, 32, 32)
+    assert torch.equal(labels.bincount(), torch.full((10,), 1000))

@@ -1,0 +1,179 @@
+"""``vitpos.viz``: every picture for every registered encoding, and the math the pictures claim."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from vitpos import viz
+from vitpos.encodings import EncodingContext, create_encoding, list_encodings
+from vitpos.models import VisionTransformer
+from vitpos.viz.__main__ import main as viz_main
+
+SMALL = {"img_size": 16, "patch_size": 4, "dim": 32, "depth": 2, "num_heads": 2}  # a 4x4 grid
+ABS, ROPE, MIXED, BIAS = {"pos/similarity", "pos/table"}, {"pos/rope_logit"}, {"pos/rope_mixed_freqs"}, {"pos/bias"}
+EXPECTED = {  # encoding -> pictures of the encoding itself; new encodings are checked for images only
+    "none": set(), "cpe": set(), "learned_1d": ABS, "learned_2d": ABS, "sincos_1d": ABS, "sincos_2d": ABS,
+    "rope_1d": ROPE, "rope_1d_learned": ROPE, "rope_2d": ROPE, "rope_2d_mixed": ROPE | MIXED,
+    "rel_bias_2d": BIAS, "combo": ABS | ROPE | MIXED,
+}  # fmt: skip
+
+
+def images(n=3, size=16):
+    return torch.randn(n, 3, size, size, generator=torch.Generator().manual_seed(0))
+
+
+def check_image(img):
+    assert isinstance(img, np.ndarray) and img.dtype == np.uint8
+    assert img.ndim == 3 and img.shape[2] == 3 and min(img.shape[:2]) >= 200
+    assert len(np.unique(img.reshape(-1, 3), axis=0)) > 10  # something was drawn
+
+
+@pytest.mark.parametrize("name", list_encodings(2))
+def test_pictures_for_every_image_encoding(name):
+    torch.manual_seed(0)
+    model = VisionTransformer(name, **SMALL)
+    model.train()
+    pics = viz.pictures_for(model, images())
+    assert model.training  # mode restored
+    assert {"attn/maps", "attn/distance"} <= set(pics)
+    if name in EXPECTED:
+        assert set(pics) - {"attn/maps", "attn/distance"} == EXPECTED[name]
+    for img in pics.values():
+        check_image(img)
+
+
+@pytest.mark.parametrize("pool", ["gap", "cls"])
+@pytest.mark.parametrize("name", list_encodings(2))
+def test_picture_numbers_are_finite(name, pool):
+    """The numbers behind each picture, on the training grid and on a larger non-square one."""
+    torch.manual_seed(0)
+    model = VisionTransformer(name, pool=pool, **SMALL)
+    hooks = viz.hooks_of(model.pos)
+    for grid in [(4, 4), (5, 6)]:
+        if "add_to_tokens" in hooks:
+            assert np.isfinite(viz.position_similarity_data(model, grid)).all()
+            assert viz.position_similarity_data(model, grid).shape == (*grid, *grid)
+        if "rotate_qk" in hooks:
+            logits = viz.rope_logit_data(model, grid, block=1, vector="random", samples=4)
+            assert logits.shape == (2, 2 * grid[0] - 1, 2 * grid[1] - 1) and np.isfinite(logits).all()
+        if "attention_bias" in hooks:
+            bias = viz.bias_data(model, grid, block=1)
+            assert bias.shape == (2, *grid) and np.isfinite(bias).all()
+    x = images(2, size=20)  # a 5x5 grid: beyond the training grid
+    attn, who = viz.attention_maps_data(model, x)
+    assert attn.shape == (2, 2, 5, 5) and np.isfinite(attn).all()
+    assert who == ("class token" if pool == "cls" else "center patch")
+    assert (attn.sum((-2, -1)) <= 1 + 1e-5).all()
+    dist = viz.attention_distance_data(model, x)
+    assert dist.shape == (2, 2) and np.isfinite(dist).all() and (dist > 0).all()
+
+
+@pytest.mark.parametrize("name", list_encodings(1))
+def test_pictures_of_sequence_encodings(name):
+    """The encoding pictures on a 1D grid (the sequence side's encodings)."""
+    options = {"parts": ["rope_1d", "learned_1d"]} if name == "combo" else {}
+    pe = create_encoding(name, EncodingContext(dim=32, num_heads=2, depth=2, grid=(12,)), **options)
+    for img in viz.pictures_for(pe).values():
+        check_image(img)
+    if "attention_bias" in viz.hooks_of(pe):
+        assert viz.bias_data(pe).shape == (2, 12)
+    if "rotate_qk" in viz.hooks_of(pe):
+        assert viz.rope_logit_data(pe).shape == (2, 23)
+
+
+def test_pictures_for_a_sequence_model_ignore_its_tokens():
+    from vitpos.models.seq_transformer import SequenceTransformer
+
+    model = SequenceTransformer("rope_1d", dim=32, depth=2, num_heads=2, max_len=12)
+    assert set(viz.pictures_for(model, torch.randint(0, 17, (2, 12)))) == {"pos/rope_logit"}
+
+
+def test_pictures_that_do_not_apply_say_so():
+    rope, sincos = VisionTransformer("rope_2d", **SMALL), VisionTransformer("sincos_2d", **SMALL)
+    with pytest.raises(ValueError, match="absolute encodings"):
+        viz.position_similarity(rope)
+    with pytest.raises(ValueError, match="rope_"):
+        viz.rope_logit_vs_offset(sincos)
+    with pytest.raises(ValueError, match="attention bias"):
+        viz.bias_vs_offset(rope)
+    with pytest.raises(ValueError, match="rope_2d_mixed"):
+        viz.rope_mixed_directions(rope)
+
+
+def test_sincos_2d_similarity_peaks_at_the_position_itself():
+    pe = create_encoding("sincos_2d", EncodingContext(dim=64, num_heads=2, depth=1, grid=(8, 8)))
+    sim = viz.position_similarity_data(pe)  # (8, 8, 8, 8)
+    for i in range(8):
+        for j in range(8):
+            tile = sim[i, j]
+            assert np.unravel_index(tile.argmax(), tile.shape) == (i, j)
+            assert tile[i, j] == pytest.approx(1.0, abs=1e-5)
+            assert np.sort(tile.flatten())[-2] < 1 - 1e-3  # no other position looks the same
+    assert sim[0, 0, 0, 1] > sim[0, 0, 0, 7]  # neighbours are more similar than far positions
+
+
+def test_rope_2d_logit_is_largest_at_offset_zero_and_falls_off():
+    pe = create_encoding("rope_2d", EncodingContext(dim=192, num_heads=3, depth=1, grid=(8, 8)))
+    logits = viz.rope_logit_data(pe)  # (H, 15, 15), offset 0 at [7, 7]
+    dy, dx = np.meshgrid(np.arange(15) - 7, np.arange(15) - 7, indexing="ij")
+    r = np.hypot(dy, dx)
+    for head in logits:
+        assert head[7, 7] == pytest.approx(head.max()) and (head == head.max()).sum() == 1
+        ring_means = [head[(r >= a) & (r < b)].mean() for a, b in [(0, 0.5), (0.5, 2), (2, 4), (4, 6), (6, 11)]]
+        assert all(a > b for a, b in itertools.pairwise(ring_means)), ring_means
+    assert logits[0, 7, 7] == pytest.approx(192 / 3 * (192 / 3) ** -0.5)  # q.k/sqrt(Dh) = Dh/sqrt(Dh) at offset 0
+
+
+def test_rel_bias_picture_reads_the_center_row():
+    model = VisionTransformer("rel_bias_2d", pool="cls", **SMALL)
+    bias = model.pos.attention_bias((4, 4), 0, torch.device("cpu"), torch.float32)  # (H, 1 + 16, 1 + 16)
+    center = 1 + 2 * 4 + 2
+    np.testing.assert_allclose(viz.bias_data(model), bias[:, center, 1:].reshape(2, 4, 4).detach().numpy())
+
+
+def test_uniform_attention_has_the_mean_pairwise_distance():
+    model = VisionTransformer("none", **SMALL)
+    for blk in model.encoder.blocks:  # q = k = 0: every query attends uniformly
+        torch.nn.init.zeros_(blk.attn.qkv.weight)
+        torch.nn.init.zeros_(blk.attn.qkv.bias)
+    c = torch.cartesian_prod(torch.arange(4.0), torch.arange(4.0))
+    dist, img = viz.mean_attention_distance(model, images())
+    np.testing.assert_allclose(dist, torch.cdist(c, c).mean().item(), rtol=1e-5)
+    check_image(img)
+
+
+def test_cli_on_a_fresh_model(tmp_path, capsys):
+    args = [f"{k}={v}" for k, v in SMALL.items()] + ["encoding=rope_2d_mixed", f"out={tmp_path}", "n_images=2"]
+    assert viz_main(args) == 0
+    assert "random images" in capsys.readouterr().out
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == sorted(
+        ["attn_distance.csv", "attn_distance.png", "attn_maps.png", "pos_rope_logit.png", "pos_rope_mixed_freqs.png"]
+    )
+    with pytest.raises(SystemExit, match="key=value"):
+        viz_main(["encoding=rope_2d", "bogus=1"])
+
+
+def test_cli_on_a_checkpoint(tmp_path, capsys):
+    classification = pytest.importorskip("vitpos.tasks.classification")
+    import lightning
+
+    cfg = {
+        "data": {"root": str(tmp_path / "no-data"), "img_size": 16, "num_classes": 10},
+        "model": {"patch_size": 4, "dim": 32, "depth": 2, "num_heads": 2},
+        "encoding": {"name": "sincos_2d"},
+        "optim": {},
+        "task": {},
+    }
+    module = classification.ImageClassifier(cfg)
+    ckpt = tmp_path / "model.ckpt"
+    hparams = dict(module.hparams)
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": hparams,
+                "pytorch-lightning_version": lightning.__version__}, ckpt)  # fmt: skip
+    assert viz_main([f"ckpt={ckpt}", f"out={tmp_path / 'viz'}", "n_images=2"]) == 0
+    assert "random images" in capsys.readouterr().out
+    assert (tmp_path / "viz" / "pos_similarity.png").is_file()

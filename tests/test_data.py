@@ -27,13 +27,13 @@ def test_hflip_flips_some_and_keeps_others():
     assert all(f or k for f, k in zip(flipped, kept)) and 10 < sum(flipped) < 54
 
 
-def test_shapes_label_is_the_red_square_relative_to_the_blue_one():
+def test_shapes_label_is_where_the_red_square_is():
     images, labels = make_shapes(200, seed=3)
     assert set(labels.tolist()) == {0, 1, 2, 3}
     cells = images.reshape(200, 3, 8, 4, 8, 4).float().mean((3, 5))  # (N, 3, 8, 8) mean colour per cell
     red = (cells[:, 0] - cells[:, 2]).flatten(1).argmax(1)
     blue = (cells[:, 2] - cells[:, 0]).flatten(1).argmax(1)
-    expected = 2 * (red // 8 > blue // 8).long() + (red % 8 > blue % 8).long()
+    expected = 2 * (red // 8 < blue // 8).long() + (red % 8 < 4).long()  # red above blue; red in the left half
     assert torch.equal(expected, labels)
     again, _ = make_shapes(200, seed=3)
     assert torch.equal(again, images)  # seeded

@@ -30,6 +30,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from vitpos.tables import markdown_table as render_markdown
+
 EXTRAP = re.compile(r"^test/acc@(res|len)(\d+)(?:/(.+))?$")  # test/acc@res48, test/acc@len256/ntk
 SEED_DIR = re.compile(r"^seed(\d+)$")
 PARAM_KEYS = ("params", "num_params", "n_params")
@@ -185,13 +187,12 @@ def markdown_table(groups: pd.DataFrame) -> str:
     header += [
         "val/acc (best)" if m == "val/acc_best" else m if m == "test/acc" else m.removeprefix("test/") for m in shown
     ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     order = groups.sort_values(["test/acc_mean", "label"], ascending=[False, True]) if "test/acc" in metrics else groups
+    rows = []
     for _, g in order.iterrows():
         cells = [f"`{g['label']}`", str(g["seeds"])] + ([fmt_params(g["params_mean"])] if "params" in metrics else [])
-        cells += [fmt(g[f"{m}_mean"], g[f"{m}_std"], g["seeds"]) for m in shown]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells + [fmt(g[f"{m}_mean"], g[f"{m}_std"], g["seeds"]) for m in shown])
+    return render_markdown(header, rows)
 
 
 def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, notes: list[str]) -> str:

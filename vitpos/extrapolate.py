@@ -35,9 +35,17 @@ def strategies_of(pe) -> list[str]:
 def choose_strategies(pe, spec) -> list[str]:
     if spec in (None, "default"):
         return [pe.strategy]
-    if spec == "all":
-        current = pe.strategy
-        return [current] + [s for s in strategies_of(pe) if s != current]
+    if spec == "all":  # every distinct setting (a combination's parts may ignore a name)
+        current, chosen, seen = pe.strategy, [], set()
+        try:
+            for s in [current, *strategies_of(pe)]:
+                pe.strategy = s
+                if pe.strategy not in seen:
+                    seen.add(pe.strategy)
+                    chosen.append(s)
+        finally:
+            pe.strategy = current
+        return chosen
     return [str(s) for s in spec]
 
 
@@ -102,3 +110,9 @@ def evaluate_module(module, datamodule, eval_cfg, device=None) -> dict[str, floa
     if eval_cfg.get("lengths"):
         out.update(evaluate_sizes(module, datamodule, list(eval_cfg.lengths), strategies, "len", device))
     return out
+
+
+if __name__ == "__main__":
+    from vitpos.extrapolate_cli import main
+
+    main()

@@ -21,8 +21,8 @@ log = logging.getLogger("vitpos")
 
 
 def run_label(cfg: DictConfig) -> str:
-    """The run's name in TensorBoard: the encoding (parts joined by '+'), plus
-    its strategy when that is not the encoding's default."""
+    """The run's name in TensorBoard: the encoding (combination parts joined by
+    '+'), then ``@strategy`` when that is not the encoding's default."""
     if cfg.run.get("label"):
         return str(cfg.run.label)
     enc = cfg.encoding
@@ -31,7 +31,7 @@ def run_label(cfg: DictConfig) -> str:
 
     strategy = enc.get("strategy")
     if strategy and enc.name != "combo" and strategy != get_encoding_class(enc.name).strategies[0]:
-        label += f"+{strategy}"
+        label += f"@{strategy}"
     return label
 
 

@@ -6,6 +6,14 @@ share logarithmically wider buckets up to ``max_distance``, beyond which every
 distance falls in the last bucket. Hence any length works without a strategy:
 distances never seen in training reuse the saturated bucket.
 
+Mind the catch: a bucket only learns from distances seen in training. With
+``max_distance`` beyond the training length, the far buckets keep their
+initial values while the near-far ones learn to be negative, and longer
+inputs then leak attention to far tokens (copy_offset trained at length 32:
+accuracy at length 64 drops to about 0.5 with max_distance 128, stays about
+0.98 with 16). T5 pairs 128 with 512-token inputs; keep max_distance well
+inside the training length.
+
 With ``bidirectional`` (encoder), half the buckets are for keys after the
 query, half for keys before or at it; without (decoder, causal), all buckets
 are for past keys and future keys share bucket 0 (they are masked anyway).

@@ -46,7 +46,9 @@ def grid_coords(h: int, w: int, device=None) -> torch.Tensor:
 class CrossModalRoPE(nn.Module):
     """Builds the two rotation tables (complex, (tokens, Dh/2)) described in the module docstring."""
 
-    def __init__(self, head_dim: int, text_dim: int | None = None, text_base: float = 10000.0, image_base: float = 100.0):
+    def __init__(
+        self, head_dim: int, text_dim: int | None = None, text_base: float = 10000.0, image_base: float = 100.0
+    ):
         super().__init__()
         text_dim = head_dim // 2 if text_dim is None else text_dim
         image_dim = head_dim - text_dim

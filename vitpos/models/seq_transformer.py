@@ -22,6 +22,11 @@ class SequenceTransformer(nn.Module):
     zero, so the blocks see only what the encoding adds to the tokens (for the
     position probe; note rotary and bias encodings add nothing there).
 
+    ``embed_std`` (token embedding init) sits between the learned table's
+    0.02 and the sinusoids' amplitude 1: with GPT-2's 0.02, ``sincos_1d``
+    drowns the tokens and learns ``copy_offset`` far more slowly; with 1,
+    ``learned_1d`` does.
+
     Padding: ``padding_mask`` (B, N), True at padding, masks those keys, so a
     sequence gets the same outputs whatever padding its batch adds. Encodings
     whose positions depend on the padded length N (``interpolate``, ``ntk``,
@@ -41,6 +46,7 @@ class SequenceTransformer(nn.Module):
         causal: bool = False,
         max_len: int = 64,
         zero_token_embeddings: bool = False,
+        embed_std: float = 0.1,
         dropout: float = 0.0,
         drop_path: float = 0.0,
     ):
@@ -56,7 +62,7 @@ class SequenceTransformer(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
         self.apply(_init_weights)
-        nn.init.normal_(self.embed.weight, std=0.02)
+        nn.init.normal_(self.embed.weight, std=embed_std)
 
     def tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         """Embedded tokens with the absolute encoding added: (B, N, D)."""

@@ -46,14 +46,17 @@ class SequenceTask(L.LightningModule):
 
     def _logits_loss(self, batch, reduction: str = "mean"):
         logits = self(batch["tokens"], batch["padding_mask"])
-        loss = F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=IGNORE, reduction=reduction)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=IGNORE, reduction=reduction
+        )
         return logits, loss
 
     def training_step(self, batch, batch_idx):
         logits, loss = self._logits_loss(batch)
         self.train_acc(logits.flatten(0, 1), batch["targets"].flatten())
-        self.log("train/loss", loss, prog_bar=True)
-        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
+        b = len(batch["tokens"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=b)
+        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, batch_size=b)
         return loss
 
     def _eval_step(self, batch, stage: str, metric):
@@ -61,7 +64,7 @@ class SequenceTask(L.LightningModule):
         metric(logits.flatten(0, 1), batch["targets"].flatten())
         weight = (batch["targets"] != IGNORE).sum()  # per-token mean over the epoch, not per batch
         self.log(f"{stage}/loss", loss, prog_bar=stage == "val", batch_size=int(weight))
-        self.log(f"{stage}/acc", metric, prog_bar=stage == "val")
+        self.log(f"{stage}/acc", metric, prog_bar=stage == "val", batch_size=int(weight))
 
     def validation_step(self, batch, batch_idx):
         self._eval_step(batch, "val", self.val_acc)

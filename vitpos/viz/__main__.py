@@ -18,6 +18,8 @@ from pathlib import Path
 import matplotlib.image
 import torch
 
+from vitpos.cli import parse_args as parse_key_values
+
 from .attention import attention_distance_data
 from .pictures import pictures_for
 
@@ -36,18 +38,10 @@ DEFAULTS = {
     "num_heads": "3",
     "pool": "gap",
 }
-CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)  # per channel
 
 
-def parse_args(argv: list[str]) -> dict[str, str]:
-    args = dict(DEFAULTS)
-    for item in argv:
-        key, eq, value = item.partition("=")
-        if not eq or key not in DEFAULTS:
-            raise SystemExit(
-                f"bad argument '{item}': expected key=value with key one of {', '.join(DEFAULTS)}\n\n{__doc__}"
-            )
-        args[key] = value
+def parse_args(argv: list[str]) -> dict:
+    args = parse_key_values(argv, DEFAULTS, usage=__doc__)
     if (args["ckpt"] is None) == (args["encoding"] is None):
         raise SystemExit(f"give exactly one of ckpt=PATH or encoding=NAME\n\n{__doc__}")
     return args
@@ -70,39 +64,28 @@ def load_model(args: dict[str, str]) -> tuple[torch.nn.Module, dict]:
     return module.model, dict(module.hparams.get("cfg", module.hparams))
 
 
-def load_images(cfg: dict, img_size: int, n: int, seed: int) -> tuple[torch.Tensor, str]:
-    """``n`` test images spread over the classes of ``data.root`` (the official
-    CIFAR-10 release or an ImageFolder ``test/`` tree), normalized with the
-    CIFAR-10 statistics as in training; random images when the data is not there."""
-    root = (cfg.get("data") or {}).get("root")
-    reason = "the config names no data.root"
-    if root:
-        try:
-            from torchvision import datasets, transforms
+def load_images(cfg: dict, n: int, seed: int) -> tuple[torch.Tensor, str]:
+    """``n`` test images spread over the test set of the checkpoint's data
+    config, prepared exactly as in evaluation; random images when there is no
+    data config or the data is not there (and the returned text says so)."""
+    from vitpos.data.cifar10 import DatasetNotFoundError
+    from vitpos.data.images import ImageDataModule
 
-            tf = transforms.Compose(
-                [
-                    transforms.Resize((img_size, img_size)),
-                    transforms.ToTensor(),
-                    transforms.Normalize(CIFAR_MEAN, CIFAR_STD),
-                ]
-            )
-            if (Path(root) / "cifar-10-batches-py").is_dir():
-                ds, where = (
-                    datasets.CIFAR10(str(root), train=False, download=False, transform=tf),
-                    f"CIFAR-10 in {root}",
-                )
-            else:
-                folder = next((Path(root) / s for s in ("test", "val") if (Path(root) / s).is_dir()), None)
-                if folder is None:
-                    raise FileNotFoundError(f"neither cifar-10-batches-py/ nor test/ in {root}")
-                ds, where = datasets.ImageFolder(str(folder), transform=tf), str(folder)
-            picks = [i * len(ds) // n for i in range(n)]
-            return torch.stack([ds[i][0] for i in picks]), f"{n} test images from {where}"
-        except (OSError, RuntimeError, ValueError) as err:
-            reason = f"could not read data.root={root} ({err})"
+    data = {k: v for k, v in (cfg.get("data") or {}).items() if k != "num_classes"}
+    reason = "a fresh model has no data config"
+    if data:
+        try:
+            datamodule = ImageDataModule(**{**data, "download": False})
+            datamodule.setup("test")
+            images, labels = datamodule.test
+            picks = torch.linspace(0, len(images) - 1, n).long()
+            prepared, _ = datamodule.prepare_batch((images[picks], labels[picks]), train=False)
+            return prepared, f"{n} test images of {data.get('name')}"
+        except (DatasetNotFoundError, OSError, ValueError) as err:
+            reason = f"the test images could not be loaded ({err})"
     gen = torch.Generator().manual_seed(seed)
-    return torch.randn(n, 3, img_size, img_size, generator=gen), f"{n} random images, as {reason}"
+    size = int(data.get("img_size", 32))
+    return torch.randn(n, 3, size, size, generator=gen), f"{n} random images, as {reason}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,9 +96,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = {**cfg, "data": {**(cfg.get("data") or {}), "root": args["data_root"]}}
     model.eval()
     depth = len(model.encoder.blocks)
-    blocks = range(depth) if args["blocks"] == "all" else [int(b) for b in args["blocks"].split(",")]
+    blocks = range(depth) if args["blocks"] == "all" else [int(b) for b in str(args["blocks"]).strip("()[]").split(",")]
     img_size = model.patch_size * model.pos.train_grid[0]
-    images, source = load_images(cfg, img_size, int(args["n_images"]), int(args["seed"]))
+    images, source = load_images(cfg, int(args["n_images"]), int(args["seed"]))
+    if images.shape[-1] != img_size:
+        images = torch.nn.functional.interpolate(images, size=(img_size, img_size), mode="bicubic")
     print(f"encoding {model.pos.name}; attention drawn on {source}")
     out = Path(args["out"])
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,136 @@
+"""Resolution extrapolation: named strategies per encoding family."""
+
+import pytest
+import torch
+from conftest import make_encoding, small_vit
+
+from vitpos.encodings import functional as fn
+from vitpos.encodings import list_encodings
+from vitpos.encodings.sincos import axis_positions
+from vitpos.extrapolate import choose_strategies, evaluate_sizes, strategies_of
+
+IMAGE_ENCODINGS = list_encodings(2)
+
+
+def strategy_cases():
+    for name in IMAGE_ENCODINGS:
+        model = small_vit(name)
+        for strategy in strategies_of(model.pos):
+            yield name, strategy
+
+
+@pytest.mark.parametrize("name,strategy", list(strategy_cases()))
+def test_every_strategy_is_the_identity_at_the_training_resolution(name, strategy):
+    model = small_vit(name)
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        reference = model(images)
+        model.pos.strategy = strategy
+        torch.testing.assert_close(model(images), reference)
+
+
+@pytest.mark.parametrize("name,strategy", list(strategy_cases()))
+@pytest.mark.parametrize("size", [12, 24, 32])  # trained at 16 (a 4x4 grid)
+def test_every_strategy_runs_at_other_resolutions(name, strategy, size):
+    model = small_vit(name)
+    model.pos.strategy = strategy
+    with torch.no_grad():
+        out = model(torch.randn(2, 3, size, size))
+    assert out.shape == (2, 10) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", ["learned_1d", "learned_2d"])
+def test_error_strategy_names_the_option_to_change(name):
+    model = small_vit({"name": name, "strategy": "error"})
+    model(torch.randn(1, 3, 16, 16))  # the training grid is fine
+    with pytest.raises(ValueError, match="encoding.strategy=interpolate"):
+        model(torch.randn(1, 3, 24, 24))
+
+
+def test_resolution_not_divisible_by_the_patch_says_so():
+    with pytest.raises(ValueError, match="model.patch_size=4"):
+        small_vit("rope_2d")(torch.randn(1, 3, 18, 18))
+
+
+def test_interpolating_a_learned_table_to_its_own_size_returns_it_unchanged():
+    table = torch.randn(16, 8)
+    assert torch.equal(fn.resample_table_2d(table, (4, 4), (4, 4)), table)
+    assert torch.equal(fn.resample_table_1d(table, 16), table)
+    pe = make_encoding("learned_1d")
+    assert pe.table_for((4, 4)) is pe.table
+
+
+def test_position_interpolation_maps_extremes_onto_the_training_extremes():
+    for n in (3, 6, 12):
+        pos = axis_positions(n, 4, interpolate=True, image=True)
+        assert pos[0] == 0 and pos[-1] == pytest.approx(3.0)
+        assert torch.all(pos[1:] > pos[:-1])
+    seq = axis_positions(128, 64, interpolate=True, image=False)
+    torch.testing.assert_close(seq, torch.arange(128.0) / 2)  # positions / s with s = 2
+
+
+def test_rope_interpolate_on_images_rotates_the_last_token_like_the_trained_last_one():
+    pe = make_encoding("rope_2d", grid=(4, 4), strategy="interpolate")
+    trained = pe.rotation((4, 4), 0, torch.device("cpu"))
+    bigger = pe.rotation((8, 8), 0, torch.device("cpu"))
+    torch.testing.assert_close(bigger[-1], trained[-1])
+    torch.testing.assert_close(bigger[0], trained[0])
+
+
+def test_relative_bias_strategies_interpolate_or_clamp():
+    pe = make_encoding("rel_bias_2d", grid=(4, 4))
+    dev, dt = torch.device("cpu"), torch.float32
+    pe.strategy = "clamp"
+    clamped = pe.attention_bias((6, 6), 0, dev, dt)  # offsets beyond +-3 reuse the edge entries
+    trained = pe.attention_bias((4, 4), 0, dev, dt)
+    torch.testing.assert_close(clamped[:, 0, 1], trained[:, 0, 1])  # offset (0, -1) is a trained one
+    torch.testing.assert_close(clamped[:, 0, 5], clamped[:, 0, 4])  # dx -5 clamped to -3 like dx -4
+    pe.strategy = "interpolate"
+    interp = pe.attention_bias((6, 6), 0, dev, dt)
+    assert interp.shape == (2, 36, 36) and not torch.allclose(interp, clamped)
+
+
+class _Images:
+    """A stand-in data module: random test images at any resolution."""
+
+    def test_dataloader_at(self, size):
+        g = torch.Generator().manual_seed(size)
+        return [(torch.randn(8, 3, size, size, generator=g), torch.randint(0, 10, (8,), generator=g))]
+
+
+class _Module(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    @property
+    def encoding(self):
+        return self.model.pos
+
+    def evaluate_batch(self, batch):
+        x, y = batch
+        logits = self.model(x)
+        return torch.nn.functional.cross_entropy(logits, y, reduction="sum"), (logits.argmax(-1) == y).sum(), len(y)
+
+
+def test_evaluator_names_metrics_per_strategy_and_restores_the_default():
+    module = _Module(small_vit("rope_2d"))
+    strategies = choose_strategies(module.encoding, "all")
+    assert strategies[0] == "extrapolate" and set(strategies) == {
+        "extrapolate",
+        "interpolate",
+        "ntk",
+        "dynamic",
+        "yarn",
+    }
+    results = evaluate_sizes(module, _Images(), [12, 16, 24], strategies, "res", progress=False)
+    assert {"test/acc@res24", "test/acc@res24/ntk", "test/loss@res12/yarn"} <= set(results)
+    # at the training resolution every strategy gives the same numbers
+    assert len({results[k] for k in results if k.startswith("test/acc@res16")}) == 1
+    assert module.encoding.strategy == "extrapolate"
+
+
+def test_evaluator_records_a_refusal_as_nan():
+    module = _Module(small_vit({"name": "learned_1d", "strategy": "error"}))
+    results = evaluate_sizes(module, _Images(), [16, 24], ["error"], "res", progress=False)
+    assert results["test/acc@res16"] >= 0 and results["test/acc@res24"] != results["test/acc@res24"]  # NaN

@@ -1,0 +1,29 @@
+"""Short seeded trainings that show the encodings matter (slow: CI runs them)."""
+
+import pytest
+from conftest import CONFIGS
+from hydra import compose, initialize_config_dir
+
+from vitpos.encodings import list_encodings
+from vitpos.train import train
+
+SHAPES_BUDGET = [
+    "data=shapes", "data.num_train=3500", "data.val_size=500", "data.num_test=1000", "data.batch_size=32",
+    "model=vit_micro", "optim.lr=2e-3", "optim.warmup_epochs=0.3", "trainer.max_epochs=8",
+    "eval.resolutions=[]", "task.pictures=false", "trainer.enable_progress_bar=false",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list_encodings(2))
+def test_shapes_needs_position_information(tmp_path, name):
+    """The label is where the red square is (above the blue one? in the left
+    half?): with no encoding the model is blind to it (chance is 25%); every
+    encoding sees at least one of the two bits."""
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = compose("train", overrides=[f"run.root={tmp_path}", f"encoding={name}", *SHAPES_BUDGET])
+    acc = train(cfg)["test/acc"]
+    if name == "none":
+        assert acc < 0.31, f"no encoding should be near chance (25%), got {acc:.3f}"
+    else:
+        assert acc > 0.36, f"{name} should see positions, got {acc:.3f}"

@@ -10,8 +10,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from vitpos.compare import compare
 from vitpos.train import train
 
-TINY = ["data=shapes", "data.num_train=400", "data.num_test=96", "data.val_size=96", "model=vit_micro",
-        "trainer.max_epochs=2", "eval.resolutions=[24,32]", "task.pictures=false", "trainer.enable_progress_bar=false"]  # fmt: skip
+TINY = [
+    "data=shapes", "data.num_train=400", "data.num_test=96", "data.val_size=96", "model=vit_micro",
+    "trainer.max_epochs=2", "eval.resolutions=[24,32]", "task.pictures=false", "trainer.enable_progress_bar=false",
+]  # fmt: skip
 
 
 def last_scalar(run_dir, tag):

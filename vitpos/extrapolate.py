@@ -99,18 +99,14 @@ def evaluate_sizes(module, datamodule, sizes, strategies, kind: str, device=None
     return results
 
 
-def evaluate_module(module, datamodule, eval_cfg, device=None) -> dict[str, float]:
-    """The end-of-training evaluation configured by ``eval`` (resolutions or lengths)."""
-    if eval_cfg is None:
+def evaluate_module(module, datamodule, eval_cfg, kind: str, device=None) -> dict[str, float]:
+    """The end-of-training evaluation configured by ``eval``: ``eval.resolutions``
+    for images (``kind="res"``) or ``eval.lengths`` for sequences (``kind="len"``)."""
+    sizes = (eval_cfg or {}).get("resolutions" if kind == "res" else "lengths")
+    if not sizes:
         return {}
     strategies = choose_strategies(module.encoding, eval_cfg.get("strategies", "default"))
-    out = {}
-    if eval_cfg.get("resolutions"):
-        out.update(evaluate_sizes(module, datamodule, list(eval_cfg.resolutions), strategies, "res", device))
-    if eval_cfg.get("lengths"):
-        out.update(evaluate_sizes(module, datamodule, list(eval_cfg.lengths), strategies, "len", device))
-    return out
-
+    return evaluate_sizes(module, datamodule, list(sizes), strategies, kind, device)
 
 if __name__ == "__main__":
     from vitpos.extrapolate_cli import main

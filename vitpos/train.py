@@ -122,7 +122,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
     from vitpos.extrapolate import evaluate_module
 
-    extra = evaluate_module(module, datamodule, cfg.eval, device=module.device)
+    kind = "len" if cfg.task.name == "sequence" else "res"
+    extra = evaluate_module(module, datamodule, cfg.eval, kind, device=module.device)
     metrics.update(extra)
     if trainer.is_global_zero and logger is not None:
         step = trainer.global_step

@@ -94,7 +94,7 @@ class _RotaryBase(PositionalEncoding):
     # ----------------------------------------------------------------- hook
     def rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
         """Complex rotations (N, Dh/2), or (H, N, Dh/2) for per-head frequencies."""
-        key = (tuple(grid), self.strategy, str(device))
+        key = (tuple(grid), self.strategy, self.scale, str(device))
         if key not in self._cache:
             self._cache[key] = self.build_rotation(tuple(grid)).to(device)
         return self._cache[key]

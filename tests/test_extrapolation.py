@@ -134,3 +134,11 @@ def test_evaluator_records_a_refusal_as_nan():
     module = _Module(small_vit({"name": "learned_1d", "strategy": "error"}))
     results = evaluate_sizes(module, _Images(), [16, 24], ["error"], "res", progress=False)
     assert results["test/acc@res16"] >= 0 and results["test/acc@res24"] != results["test/acc@res24"]  # NaN
+
+
+@pytest.mark.parametrize("name", IMAGE_ENCODINGS)
+def test_class_token_models_run_at_other_resolutions(name):
+    model = small_vit(name, pool="cls")
+    with torch.no_grad():
+        out = model(torch.randn(2, 3, 24, 24))
+    assert torch.isfinite(out).all()

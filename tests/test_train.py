@@ -69,3 +69,17 @@ def test_short_real_cifar10_run_is_clearly_above_chance(tmp_path):
     metrics = train(cfg)
     print({k: round(v, 4) for k, v in metrics.items()})
     assert metrics["test/acc"] > 0.17  # chance is 0.10; this budget measured 0.22
+
+
+def test_same_seed_same_run_on_cpu(tmp_path):
+    states = []
+    for root in ("a", "b"):
+        cfg = config(
+            tmp_path / root, "encoding=rope_2d_mixed", "trainer.max_epochs=1", "eval.resolutions=[]", *SHAPES_TINY
+        )
+        train(cfg)
+        states.append(
+            torch.load(tmp_path / root / "shapes/rope_2d_mixed/seed0/checkpoints/last.ckpt", weights_only=False)
+        )
+    for name, value in states[0]["state_dict"].items():
+        assert torch.equal(value, states[1]["state_dict"][name]), name

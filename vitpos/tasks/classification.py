@@ -72,7 +72,7 @@ class ImageClassifier(L.LightningModule):
         logits = self(images)
         loss = F.cross_entropy(logits, labels)
         metric(logits, labels)
-        self.log(f"{stage}/loss", loss, prog_bar=stage == "val")
+        self.log(f"{stage}/loss", loss, prog_bar=stage == "val", sync_dist=True)
         self.log(f"{stage}/acc", metric, prog_bar=stage == "val")
 
     def validation_step(self, batch, batch_idx):

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from common import median_time, report
 from timm.models.vision_transformer import VisionTransformer as TimmViT
 
+from vitpos.encodings import list_encodings
 from vitpos.models import VisionTransformer
 
 SIZES = {
@@ -37,7 +38,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=list(SIZES), default="tiny")
     p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--encodings", default="learned_1d,sincos_2d,rel_bias_2d,rope_2d,rope_2d_mixed")
+    p.add_argument("--encodings", default="all", help="comma list of registry names, or all")
     a = p.parse_args()
     s = SIZES[a.model]
     torch.manual_seed(0)
@@ -45,11 +46,12 @@ def main():
     timm = TimmViT(img_size=32, patch_size=4, embed_dim=s["dim"], depth=s["depth"], num_heads=s["num_heads"],
                    mlp_ratio=s["mlp_ratio"], class_token=False, global_pool="avg", num_classes=10)  # fmt: skip
     rows = [("timm ViT (learned table)", median_time(step_fn(timm, x, y), repeats=10))]
-    for name in a.encodings.split(","):
+    names = list_encodings(2) if a.encodings == "all" else a.encodings.split(",")
+    for name in names:
         model = VisionTransformer(name, patch_size=4, drop_path=0.0, **s)
         rows.append((f"vitpos ViT {name}", median_time(step_fn(model, x, y), repeats=10)))
     print(f"train step, ViT-{a.model}, batch {a.batch}, 32x32, patch 4")
-    report(rows, peer="timm ViT (learned table)")
+    report(rows, peer="timm ViT (learned table)", items=a.batch)
 
 
 if __name__ == "__main__":

@@ -24,10 +24,11 @@ def median_time(fn, repeats: int = 20, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
-def report(rows: list[tuple[str, float]], peer: str) -> None:
-    """Print each row's time and its ratio to the named peer's row."""
+def report(rows: list[tuple[str, float]], peer: str, items: int | None = None, unit: str = "img") -> None:
+    """Print each row's time, its throughput (``items`` per call) and its ratio to the named peer's row."""
     ref = dict(rows)[peer]
     width = max(len(n) for n, _ in rows)
     print(f"threads={torch.get_num_threads()}  torch={torch.__version__}")
     for name, t in rows:
-        print(f"{name:<{width}}  {t * 1e3:9.3f} ms   {ref / t:5.2f}x vs {peer}")
+        rate = f"  {items / t:8.0f} {unit}/s" if items else ""
+        print(f"{name:<{width}}  {t * 1e3:9.3f} ms{rate}   {ref / t:5.2f}x vs {peer}")

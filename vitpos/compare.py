@@ -3,9 +3,10 @@
     python -m vitpos.compare runs/ [--out runs/report]
 
 Runs are laid out as ``RUNS_DIR/<task>/<label>/seed<k>/`` (label: the encoding
-name, optionally ``+strategy``), each holding the event files of Lightning's
-``TensorBoardLogger`` (possibly inside ``version_*/``). Every run is read with
-TensorBoard's own reader; a run is *complete* when it logged ``test/acc``.
+name, then ``@strategy`` for a non-default strategy; combinations join parts
+with ``+``), each holding the event files of Lightning's ``TensorBoardLogger``
+(possibly inside ``version_*/``). Every run is read with TensorBoard's own
+reader; a run is *complete* when it logged ``test/acc``.
 Incomplete runs are listed with the reason, never silently dropped, and are
 left out of the means (their validation curves are still drawn).
 
@@ -23,6 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import yaml
@@ -214,8 +216,8 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def _axes(n: int, title: str) -> tuple[Figure, list]:
-    fig = Figure(figsize=(5.5 * n, 4.2), layout="constrained")
+def _axes(n: int, title: str, width: float = 5.5) -> tuple[Figure, list]:
+    fig = Figure(figsize=(width * n, 4.8), layout="constrained")
     fig.suptitle(title)
     return fig, [fig.add_subplot(1, n, i + 1) for i in range(n)]
 
@@ -263,17 +265,28 @@ def plot_extrapolation(groups: pd.DataFrame, kind: str, path: Path) -> bool:
         return False
     df = pd.DataFrame(points, columns=["task", "line", "x", "mean", "std"])
     what = "resolution (pixels)" if kind == "res" else "sequence length"
-    fig, axes = _axes(df["task"].nunique(), f"test accuracy vs {what}")
+    fig, axes = _axes(df["task"].nunique(), f"test accuracy vs {what}", width=9.5)
     for ax, (task, t) in zip(axes, df.groupby("task")):
+        labels = sorted({line.split("/")[0] for line in t["line"]})
+        colors = {label: matplotlib.colormaps["tab20"](i % 20) for i, label in enumerate(labels)}
         for line, d in t.groupby("line"):
             d = d.sort_values("x")
-            ax.errorbar(d["x"], d["mean"], yerr=np.nan_to_num(d["std"]), marker="o", capsize=3, label=line)
+            label, _, strategy = line.partition("/")
+            style = STRATEGY_STYLES.get(strategy, (0, (1, 1)))
+            ax.errorbar(d["x"], d["mean"], yerr=np.nan_to_num(d["std"]), marker="o", ms=3, capsize=2,
+                        color=colors[label], ls=style, label=line)  # fmt: skip
         ax.set(title=task, xlabel=what, ylabel="test/acc")
         ax.set_xticks(sorted(t["x"].unique()))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        columns = 1 + len(t["line"].unique()) // 24
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=columns)
     _save(fig, path)
     return True
+
+
+#: line style per strategy: the encoding's default solid, the others dashed or dotted
+STRATEGY_STYLES = {"": "-", "interpolate": "--", "clamp": "--", "ntk": "-.", "dynamic": (0, (3, 1, 1, 1, 1, 1)),
+                   "yarn": ":"}  # fmt: skip
 
 
 # ----------------------------------------------------------------------- API

@@ -1,0 +1,50 @@
+"""Whole-batch tensor augmentation: no per-image PIL work in the training loop."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Pad by ``padding`` (zeros) and take one random HxW crop per image.
+
+    images: (B, C, H, W). Implemented as a gather with per-image offsets, so the
+    whole batch is cropped in one op.
+    """
+    if padding <= 0:
+        return images
+    b, c, h, w = images.shape
+    padded = F.pad(images, (padding,) * 4)  # (B, C, H+2p, W+2p)
+    dy = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=images.device)
+    dx = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=images.device)
+    rows = (dy[:, None] + torch.arange(h, device=images.device))[:, None, :, None]  # (B, 1, H, 1)
+    cols = (dx[:, None] + torch.arange(w, device=images.device))[:, None, None, :]  # (B, 1, 1, W)
+    batch = torch.arange(b, device=images.device)[:, None, None, None]
+    chan = torch.arange(c, device=images.device)[None, :, None, None]
+    return padded[batch, chan, rows, cols]  # (B, C, H, W)
+
+
+def random_hflip(images: torch.Tensor, p: float = 0.5, generator: torch.Generator | None = None) -> torch.Tensor:
+    flip = torch.rand(images.shape[0], generator=generator, device=images.device) < p
+    return torch.where(flip[:, None, None, None], images.flip(-1), images)
+
+
+def normalize(images: torch.Tensor, mean, std) -> torch.Tensor:
+    """uint8 (B, C, H, W) -> float normalized."""
+    mean = torch.tensor(mean, device=images.device)[None, :, None, None]
+    std = torch.tensor(std, device=images.device)[None, :, None, None]
+    return (images.float() / 255.0 - mean) / std
+
+
+def resize_images(images: torch.Tensor, size: int) -> torch.Tensor:
+    """uint8 (N, C, H, W) -> uint8 (N, C, size, size), bicubic, antialiased when shrinking."""
+    if images.shape[-1] == size and images.shape[-2] == size:
+        return images
+    out = []
+    for chunk in images.split(1024):
+        x = F.interpolate(
+            chunk.float(), size=(size, size), mode="bicubic", align_corners=False, antialias=size < chunk.shape[-1]
+        )
+        out.append(x.round().clamp(0, 255).to(torch.uint8))
+    return torch.cat(out)

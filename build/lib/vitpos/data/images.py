@@ -1,0 +1,126 @@
+"""Image classification data (CIFAR-10 or generated shapes) as a LightningDataModule.
+
+The whole set lives in memory as uint8 tensors; augmentation (random crop with
+padding, horizontal flip) and normalization run on whole batches after they
+reach the device (``on_after_batch_transfer``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from . import augment
+from .cifar10 import CLASSES as CIFAR_CLASSES
+from .cifar10 import MEAN, STD, load_imagefolder, load_official
+from .memory import batch_loader
+from .shapes import CLASSES as SHAPES_CLASSES
+from .shapes import make_shapes
+
+
+class ImageDataModule(L.LightningDataModule):
+    """``name``: cifar10 | shapes. ``format`` (cifar10): torchvision | imagefolder.
+
+    A fixed, seeded split carves ``val_size`` validation images out of the
+    training set; ``train_subset`` keeps only that many training images (a
+    seeded subset, for short budgets). ``test`` is the official test set.
+    """
+
+    def __init__(
+        self,
+        name: str = "cifar10",
+        format: str = "torchvision",
+        root: str = "data",
+        img_size: int = 32,
+        batch_size: int = 128,
+        eval_batch_size: int = 512,
+        val_size: int = 5000,
+        train_subset: int | None = None,
+        test_subset: int | None = None,
+        split_seed: int = 0,
+        crop_padding: int = 4,
+        hflip: bool = True,
+        download: bool = True,
+        num_train: int = 20000,
+        num_test: int = 4000,
+        cell: int = 4,
+        cache_dir: str | None = None,
+    ):
+        super().__init__()
+        if name not in ("cifar10", "shapes"):
+            raise ValueError(f"unknown data set '{name}'; valid: cifar10, shapes (data=...)")
+        if format not in ("torchvision", "imagefolder"):
+            raise ValueError(f"unknown data.format '{format}'; valid: torchvision, imagefolder")
+        self.save_hyperparameters()
+        self.cfg = self.hparams
+        self.mean, self.std = (MEAN, STD) if name == "cifar10" else ((0.5,) * 3, (0.25,) * 3)
+        self.classes = CIFAR_CLASSES if name == "cifar10" else SHAPES_CLASSES
+        self._test_at: dict[int, torch.Tensor] = {}
+        self.train = self.val = self.test = None
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    # ------------------------------------------------------------ loading
+    def _load(self, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        c = self.cfg
+        if c.name == "shapes":
+            n = c.num_train if train else c.num_test
+            return make_shapes(n, c.img_size, c.cell, seed=c.split_seed + (0 if train else 1))
+        if c.format == "imagefolder":
+            return load_imagefolder(c.root, "train" if train else "test", c.cache_dir)
+        return load_official(Path(c.root), train, c.download)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train is not None:
+            return
+        c = self.cfg
+        images, labels = self._load(train=True)
+        if c.val_size >= len(images):
+            raise ValueError(f"data.val_size={c.val_size} leaves no training images out of {len(images)}")
+        perm = torch.randperm(len(images), generator=torch.Generator().manual_seed(c.split_seed))
+        val_idx, train_idx = perm[: c.val_size], perm[c.val_size :]
+        if c.train_subset:
+            train_idx = train_idx[: c.train_subset]
+        self.train = (images[train_idx], labels[train_idx])
+        self.val = (images[val_idx], labels[val_idx])
+        test_images, test_labels = self._load(train=False)
+        if c.test_subset:
+            keep = torch.randperm(len(test_images), generator=torch.Generator().manual_seed(c.split_seed + 1))
+            keep = keep[: c.test_subset]
+            test_images, test_labels = test_images[keep], test_labels[keep]
+        self.test = (test_images, test_labels)
+
+    # --------------------------------------------------------- dataloaders
+    def train_dataloader(self):
+        return batch_loader(
+            self.train, self.cfg.batch_size, shuffle=True, drop_last=len(self.train[0]) > self.cfg.batch_size
+        )
+
+    def val_dataloader(self):
+        return batch_loader(self.val, self.cfg.eval_batch_size, shuffle=False)
+
+    def test_dataloader(self):
+        return batch_loader(self.test, self.cfg.eval_batch_size, shuffle=False)
+
+    def test_dataloader_at(self, resolution: int):
+        """The test set resized to ``resolution`` (bicubic; antialiased when shrinking)."""
+        if resolution not in self._test_at:
+            self._test_at[resolution] = augment.resize_images(self.test[0], resolution)
+        return batch_loader((self._test_at[resolution], self.test[1]), self.cfg.eval_batch_size, shuffle=False)
+
+    # -------------------------------------------------------- batch transforms
+    def prepare_batch(self, batch, train: bool):
+        images, labels = batch
+        if train:
+            images = augment.random_crop(images, self.cfg.crop_padding)
+            if self.cfg.hflip:
+                images = augment.random_hflip(images)
+        return augment.normalize(images, self.mean, self.std), labels
+
+    def on_after_batch_transfer(self, batch, dataloader_idx: int):
+        training = self.trainer is not None and self.trainer.training
+        return self.prepare_batch(batch, train=training)

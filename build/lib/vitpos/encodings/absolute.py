@@ -1,0 +1,109 @@
+"""Absolute encodings added to the tokens: none, learned 1D table, learned row/column tables."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .base import EncodingContext, Grid, PositionalEncoding, register
+from .functional import resample_table_1d, resample_table_2d
+
+
+def grid_size(grid: Grid) -> int:
+    n = 1
+    for g in grid:
+        n *= g
+    return n
+
+
+@register
+class NoEncoding(PositionalEncoding):
+    """No position information at all: the ablation (NoPE).
+
+    A ViT with global average pooling and this encoding is invariant to
+    permuting its patch tokens.
+    """
+
+    name = "none"
+    strategies = ("none",)
+
+
+class _ResizableTable(PositionalEncoding):
+    """Shared logic of learned tables: resize for an unseen grid, or refuse.
+
+    ``interpolate`` (default) resamples the trained table to the new grid
+    (bicubic in 2D, as ViT fine-tuning at higher resolution, Dosovitskiy et
+    al. 2021; linear in 1D). ``error`` refuses any grid the table was not
+    trained on. On sequences, a shorter length uses the first n positions,
+    which are exactly the trained ones.
+    """
+
+    strategies = ("interpolate", "error")
+
+    def _check_grid(self, grid: Grid) -> None:
+        if self.strategy == "error":
+            raise ValueError(
+                f"encoding '{self.name}' was trained on the grid {self.train_grid} and got {grid}; "
+                "set encoding.strategy=interpolate to resample its table"
+            )
+
+
+@register
+class Learned1D(_ResizableTable):
+    """One learned vector per token position (ViT, Dosovitskiy et al. 2021), N(0, 0.02) init.
+
+    On images the table is indexed by the flattened patch position and resized
+    as a 2D grid.
+    """
+
+    name = "learned_1d"
+
+    def __init__(self, ctx: EncodingContext, strategy: str | None = None, init_std: float = 0.02):
+        super().__init__(ctx, strategy)
+        self.table = nn.Parameter(torch.randn(grid_size(ctx.grid), ctx.dim) * init_std)  # (N, D)
+
+    def table_for(self, grid: Grid) -> torch.Tensor:
+        if tuple(grid) == self.train_grid:
+            return self.table
+        if len(grid) == 1:
+            if grid[0] <= self.train_grid[0]:
+                return self.table[: grid[0]]  # the first n positions are the trained ones
+            self._check_grid(grid)
+            return resample_table_1d(self.table, grid[0])
+        self._check_grid(grid)
+        return resample_table_2d(self.table, self.train_grid, grid)
+
+    def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
+        return x + self.table_for(grid).to(x.dtype)
+
+
+@register
+class Learned2D(_ResizableTable):
+    """Separate learned row (h x D/2) and column (w x D/2) tables, concatenated
+    per token, N(0, 0.02) init: the factorized 2D embedding of the ViT paper's
+    ablation (Dosovitskiy et al. 2021, appendix D.4)."""
+
+    name = "learned_2d"
+    grid_dims = (2,)
+
+    def __init__(self, ctx: EncodingContext, strategy: str | None = None, init_std: float = 0.02):
+        super().__init__(ctx, strategy)
+        if ctx.dim % 2:
+            raise ValueError(f"learned_2d needs an even model.dim, got {ctx.dim}")
+        h, w = ctx.grid
+        self.rows = nn.Parameter(torch.randn(h, ctx.dim // 2) * init_std)  # (h, D/2)
+        self.cols = nn.Parameter(torch.randn(w, ctx.dim // 2) * init_std)  # (w, D/2)
+
+    def table_for(self, grid: Grid) -> torch.Tensor:
+        h, w = grid
+        rows, cols = self.rows, self.cols
+        if tuple(grid) != self.train_grid:
+            self._check_grid(grid)
+            rows = resample_table_2d(rows, (len(rows), 1), (h, 1))
+            cols = resample_table_2d(cols, (1, len(cols)), (1, w))
+        half = rows.shape[1]
+        table = torch.cat([rows[:, None].expand(h, w, half), cols[None].expand(h, w, half)], -1)
+        return table.reshape(h * w, 2 * half)  # (h*w, D)
+
+    def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
+        return x + self.table_for(grid).to(x.dtype)

@@ -1,0 +1,187 @@
+"""Pure functions behind the encodings: tables, frequencies, rotations, resampling.
+
+Everything here is stateless and testable on its own; the modules in this
+package are thin wrappers that decide *when* to call these.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+# ------------------------------------------------------------------ sinusoids
+
+
+def sincos_1d(positions: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:
+    """Sinusoidal table (Vaswani et al., 2017): [sin(p w_i), cos(p w_i)], w_i = T^(-2i/dim).
+
+    positions: (N,) float or int. Returns (N, dim) float32. The sin and cos
+    halves are concatenated rather than interleaved (a fixed channel permutation).
+    """
+    if dim % 2:
+        raise ValueError(f"sinusoidal encodings need an even width, got {dim}")
+    omega = temperature ** (-torch.arange(dim // 2, dtype=torch.float32) * 2 / dim)
+    angles = positions.float()[:, None] * omega[None, :]  # (N, dim/2)
+    return torch.cat([angles.sin(), angles.cos()], dim=1)
+
+
+def sincos_2d(rows: torch.Tensor, cols: torch.Tensor, dim: int, temperature: float = 10000.0) -> torch.Tensor:
+    """2D sinusoidal table: half the channels encode the row, half the column.
+
+    Frequencies are T^(-i/(dim/4)), i < dim/4, per axis (as MoCo v3 and timm's
+    ``build_sincos2d_pos_embed``). rows: (h,), cols: (w,). Returns (h*w, dim),
+    row-major over the grid.
+    """
+    if dim % 4:
+        raise ValueError(f"2D sinusoidal encodings need a width divisible by 4, got {dim}")
+    h, w = len(rows), len(cols)
+    row_part = sincos_1d(rows, dim // 2, temperature)  # (h, D/2)
+    col_part = sincos_1d(cols, dim // 2, temperature)  # (w, D/2)
+    row_part = row_part[:, None, :].expand(h, w, dim // 2)
+    col_part = col_part[None, :, :].expand(h, w, dim // 2)
+    return torch.cat([row_part, col_part], dim=-1).reshape(h * w, dim)  # (h*w, D)
+
+
+def grid_positions(n_new: int, n_train: int, interpolate: bool) -> torch.Tensor:
+    """Integer positions 0..n_new-1, or, with ``interpolate``, those positions
+    scaled so the new grid's extremes land on the training grid's extremes
+    (position interpolation, Chen et al. 2023)."""
+    pos = torch.arange(n_new, dtype=torch.float32)
+    if interpolate and n_new != n_train and n_new > 1:
+        pos = pos * (n_train - 1) / (n_new - 1)
+    return pos
+
+
+# ----------------------------------------------------------------- resampling
+
+
+def resample_table_1d(table: torch.Tensor, n_new: int) -> torch.Tensor:
+    """Linearly resample a (n, D) table to (n_new, D); identity when sizes match."""
+    if table.shape[0] == n_new:
+        return table
+    x = table.t()[None]  # (1, D, n)
+    x = F.interpolate(x.float(), size=n_new, mode="linear", align_corners=True)
+    return x[0].t().to(table.dtype)  # (n_new, D)
+
+
+def resample_table_2d(table: torch.Tensor, old: tuple[int, int], new: tuple[int, int]) -> torch.Tensor:
+    """Bicubically resample a (h*w, D) row-major table to the grid ``new``.
+
+    Identity when the grids match (as timm's ``resample_abs_pos_embed``).
+    """
+    if tuple(old) == tuple(new):
+        return table
+    h, w = old
+    x = table.reshape(h, w, -1).permute(2, 0, 1)[None]  # (1, D, h, w)
+    antialias = new[0] < h or new[1] < w
+    x = F.interpolate(x.float(), size=new, mode="bicubic", align_corners=False, antialias=antialias)
+    return x[0].permute(1, 2, 0).reshape(new[0] * new[1], -1).to(table.dtype)  # (h'*w', D)
+
+
+# ----------------------------------------------------------------------- RoPE
+
+
+def rope_inv_freq(num_pairs: int, base: float, step: int = 2) -> torch.Tensor:
+    """Rotary frequencies base^(-step*i/(step*num_pairs)), i < num_pairs (Su et al., 2021).
+
+    With ``step=2`` this is the 1D RoPE spectrum over a head of width 2*num_pairs;
+    the axial 2D form uses step 4 over a head of width 4*num_pairs (RoPE-ViT).
+    """
+    exponent = torch.arange(num_pairs, dtype=torch.float32) * step / (step * num_pairs)
+    return base ** (-exponent)
+
+
+def ntk_base(base: float, scale: float, rotary_dim: int) -> float:
+    """NTK-aware base: base * s^(d/(d-2)) (bloc97, 2023), d the rotated width."""
+    return base * scale ** (rotary_dim / (rotary_dim - 2))
+
+
+def yarn_inv_freq(
+    inv_freq: torch.Tensor,
+    scale: float,
+    train_length: float,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> torch.Tensor:
+    """YaRN "NTK-by-parts" frequencies (Peng et al., 2023).
+
+    For each frequency, r = train_length / wavelength counts its turns over the
+    training context. Frequencies with r >= beta_fast are kept (extrapolated),
+    those with r <= beta_slow are divided by ``scale`` (interpolated), and a
+    linear ramp in r blends the two in between.
+    """
+    if scale <= 1.0:
+        return inv_freq
+    turns = train_length * inv_freq / (2 * math.pi)  # r = L / lambda
+    keep = ((turns - beta_slow) / (beta_fast - beta_slow)).clamp(0.0, 1.0)  # gamma
+    return inv_freq / scale * (1 - keep) + inv_freq * keep
+
+
+def yarn_attention_factor(scale: float) -> float:
+    """YaRN's q and k multiplier sqrt(1/t) = 0.1 ln(s) + 1 (1 when s <= 1)."""
+    return 1.0 if scale <= 1.0 else 0.1 * math.log(scale) + 1.0
+
+
+def rope_angles_to_complex(angles: torch.Tensor, magnitude: float = 1.0) -> torch.Tensor:
+    """exp(i * angles) * magnitude as complex64; angles in float32."""
+    return torch.polar(torch.full_like(angles, magnitude), angles.float())
+
+
+def apply_rotary(x: torch.Tensor, rot: torch.Tensor, layout: str = "interleaved") -> torch.Tensor:
+    """Rotate the channel pairs of x by the unit complex numbers ``rot``.
+
+    x: (..., N, Dh); rot: complex, broadcastable to (..., N, Dh/2). The product
+    is taken in float32 (as DESIGN.md asks for RoPE under autocast) and cast back.
+    Pairs are (2i, 2i+1) for ``interleaved`` (RoFormer, Meta's LLaMA) or
+    (i, i + Dh/2) for ``half`` (GPT-NeoX, HF "rotate_half"). A complex multiply
+    is several times faster on CPU in eager mode than the rotate-half form.
+    """
+    dh = x.shape[-1]
+    if layout == "interleaved":
+        pairs = x.float().reshape(*x.shape[:-1], dh // 2, 2)  # (..., N, Dh/2, 2)
+        out = torch.view_as_real(torch.view_as_complex(pairs) * rot)
+        return out.flatten(-2).type_as(x)
+    if layout == "half":
+        pairs = x.float().unflatten(-1, (2, dh // 2)).transpose(-1, -2).contiguous()  # (..., N, Dh/2, 2)
+        out = torch.view_as_real(torch.view_as_complex(pairs) * rot)  # (..., N, Dh/2, 2)
+        return out.transpose(-1, -2).flatten(-2).type_as(x)
+    raise ValueError(f"unknown RoPE layout '{layout}'; valid: interleaved, half")
+
+
+def rotate_half_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The textbook rotate-half form x*cos + rotate_half(x)*sin, for tests and benchmarks.
+
+    cos, sin: (..., N, Dh/2), pairs (i, i + Dh/2).
+    """
+    x1, x2 = x.chunk(2, dim=-1)
+    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+# ------------------------------------------------------------------- offsets
+
+
+def relative_position_index_2d(h: int, w: int) -> torch.Tensor:
+    """Swin's index: (h*w, h*w) ints in [0, (2h-1)(2w-1)), a bijection of the
+    (dy, dx) offsets of every token pair onto a flat table (Liu et al., 2021)."""
+    ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    coords = torch.stack([ys.flatten(), xs.flatten()])  # (2, N)
+    rel = coords[:, :, None] - coords[:, None, :]  # (2, N, N) offsets q - k
+    return (rel[0] + h - 1) * (2 * w - 1) + (rel[1] + w - 1)  # (N, N)
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi head slopes (Press et al., 2022): 2^(-8h/H) for h = 1..H when H is a
+    power of two; otherwise the slopes of the nearest lower power of two followed
+    by every other slope of the next power of two, as in the paper's code."""
+
+    def power_of_two_slopes(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
+
+    if num_heads & (num_heads - 1) == 0:
+        return torch.tensor(power_of_two_slopes(num_heads))
+    lower = 2 ** math.floor(math.log2(num_heads))
+    extra = power_of_two_slopes(2 * lower)[0::2][: num_heads - lower]
+    return torch.tensor(power_of_two_slopes(lower) + extra)

@@ -1,0 +1,221 @@
+"""Rotary position embeddings: 1D, axial 2D, learned-frequency and RoPE-Mixed.
+
+q and k are rotated pair by pair by angle = position * frequency, so the logit
+q_m . k_n depends on positions only through m - n (Su et al. 2021, RoFormer).
+Prefix (class) tokens are never rotated. Angles are computed in float32, also
+under autocast, and fixed rotation tables are cached per grid/strategy/device.
+
+Strategies for grids beyond the training grid (shared by 1D and 2D; on images
+each axis is scaled on its own, s = new / trained size of that axis):
+
+- ``extrapolate``: integer positions past the trained range (RoPE-ViT's eval);
+- ``interpolate`` (alias ``linear``): position interpolation (Chen et al. 2023);
+- ``ntk``: NTK-aware base scaling base * s^(d/(d-2)) (bloc97 2023);
+- ``dynamic``: NTK with s = max(1, n / n_train), i.e. plain RoPE up to the
+  training length (Emozilla 2023, HF ``dynamic``);
+- ``yarn``: per-frequency ramp between interpolation and extrapolation, with
+  q and k multiplied by 0.1 ln s + 1 (Peng et al. 2023).
+
+``scale`` fixes s for ``interpolate``/``ntk``/``yarn``; by default s is the
+ratio of the current grid to the training grid, and s <= 1 leaves NTK and
+YaRN as plain RoPE.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from . import functional as fn
+from .base import EncodingContext, Grid, PositionalEncoding, register
+from .sincos import axis_positions
+
+ROPE_STRATEGIES = ("extrapolate", "interpolate", "ntk", "dynamic", "yarn")
+_ALIASES = {"linear": "interpolate"}
+
+
+class _RotaryBase(PositionalEncoding):
+    strategies = ROPE_STRATEGIES
+    rot_axes = 1  # how many grid axes the frequencies are split over
+
+    def __init__(
+        self,
+        ctx: EncodingContext,
+        strategy: str | None = None,
+        base: float = 10000.0,
+        scale: float | None = None,
+        beta_fast: float = 32.0,
+        beta_slow: float = 1.0,
+        layout: str = "interleaved",
+    ):
+        super().__init__(ctx, _ALIASES.get(strategy, strategy))
+        need = 2 * self.rot_axes
+        if ctx.head_dim % need or ctx.dim % ctx.num_heads:
+            raise ValueError(
+                f"encoding '{self.name}' needs a head dim (model.dim / model.num_heads = "
+                f"{ctx.dim}/{ctx.num_heads}) that is a multiple of {need}; change model.dim or model.num_heads"
+            )
+        if layout not in ("interleaved", "half"):
+            raise ValueError(f"unknown RoPE layout '{layout}'; valid: interleaved, half (encoding.layout=...)")
+        self.base, self.scale, self.layout = base, scale, layout
+        self.beta_fast, self.beta_slow = beta_fast, beta_slow
+        self._cache: dict[tuple, torch.Tensor] = {}
+
+    @PositionalEncoding.strategy.setter
+    def strategy(self, value: str) -> None:
+        PositionalEncoding.strategy.fset(self, _ALIASES.get(value, value))
+
+    # -------------------------------------------------------------- per axis
+    def axis_scale(self, n: int, n_train: int) -> float:
+        """s for NTK/YaRN: the fixed ``scale`` if set (not for ``dynamic``), else
+        the length ratio, never below 1 (shorter grids need no scaling)."""
+        if self.scale is not None and self.strategy != "dynamic":
+            return float(self.scale)
+        return max(1.0, n / n_train)
+
+    def axis_angles(self, n: int, n_train: int, inv_freq: torch.Tensor, image: bool) -> tuple[torch.Tensor, float]:
+        """Angles (n, len(inv_freq)) in float32 along one axis, and the YaRN magnitude."""
+        strategy, s = self.strategy, self.axis_scale(n, n_train)
+        pos = torch.arange(n, dtype=torch.float32)
+        magnitude = 1.0
+        if strategy == "interpolate":
+            pos = axis_positions(n, n_train, True, image) if self.scale is None else pos / s
+        elif strategy in ("ntk", "dynamic") and s > 1:
+            d = 2 * len(inv_freq)  # width rotated along this axis
+            exponent = torch.arange(len(inv_freq), dtype=torch.float32) * 2 / d  # 2i/d
+            inv_freq = inv_freq * (self.base / fn.ntk_base(self.base, s, d)) ** exponent  # == base'^(-2i/d)
+        elif strategy == "yarn":
+            inv_freq = fn.yarn_inv_freq(inv_freq, s, n_train, self.beta_fast, self.beta_slow)
+            magnitude = fn.yarn_attention_factor(s)
+        return torch.outer(pos, inv_freq), magnitude
+
+    # ----------------------------------------------------------------- hook
+    def rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
+        """Complex rotations (N, Dh/2), or (H, N, Dh/2) for per-head frequencies."""
+        key = (tuple(grid), self.strategy, self.scale, str(device))
+        if key not in self._cache:
+            self._cache[key] = self.build_rotation(tuple(grid)).to(device)
+        return self._cache[key]
+
+    def build_rotation(self, grid: Grid) -> torch.Tensor:
+        raise NotImplementedError
+
+    def rotate_qk(self, q, k, grid, block):
+        rot = self.rotation(grid, block, q.device)
+        p = self.num_prefix_tokens
+        if p == 0:
+            return fn.apply_rotary(q, rot, self.layout), fn.apply_rotary(k, rot, self.layout)
+        q = torch.cat([q[:, :, :p], fn.apply_rotary(q[:, :, p:], rot, self.layout)], dim=2)
+        k = torch.cat([k[:, :, :p], fn.apply_rotary(k[:, :, p:], rot, self.layout)], dim=2)
+        return q, k
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, base={self.base}, layout={self.layout}"
+
+
+@register
+class RoPE1D(_RotaryBase):
+    """1D RoPE over the token index (the flattened patch index on images).
+
+    ``layout``: ``interleaved`` pairs (2i, 2i+1) or ``half`` pairs (i, i+Dh/2).
+    """
+
+    name = "rope_1d"
+
+    def build_rotation(self, grid: Grid) -> torch.Tensor:
+        n, n_train = math.prod(grid), math.prod(self.train_grid)
+        inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 2, self.base)
+        angles, magnitude = self.axis_angles(n, n_train, inv_freq, image=len(grid) == 2)
+        return fn.rope_angles_to_complex(angles, magnitude)  # (N, Dh/2)
+
+
+@register
+class RoPE2D(_RotaryBase):
+    """Axial 2D RoPE (Heo et al. 2024, RoPE-ViT): the first half of the rotary
+    pairs turn with the column index, the second half with the row index, each
+    with frequencies base^(-4i/Dh); base 100 by default, as RoPE-ViT."""
+
+    name = "rope_2d"
+    grid_dims = (2,)
+    rot_axes = 2
+
+    def __init__(self, ctx: EncodingContext, strategy: str | None = None, base: float = 100.0, **kw):
+        super().__init__(ctx, strategy, base=base, **kw)
+
+    def build_rotation(self, grid: Grid) -> torch.Tensor:
+        (h, w), (ht, wt) = grid, self.train_grid
+        inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 4, self.base, step=4)  # (Dh/4,)
+        ang_x, mag_x = self.axis_angles(w, wt, inv_freq, image=True)  # (w, Dh/4)
+        ang_y, mag_y = self.axis_angles(h, ht, inv_freq, image=True)  # (h, Dh/4)
+        angles = torch.cat([ang_x[None, :, :].expand(h, w, -1), ang_y[:, None, :].expand(h, w, -1)], dim=-1).reshape(
+            h * w, -1
+        )  # (h*w, Dh/2)
+        return fn.rope_angles_to_complex(angles, math.sqrt(mag_x * mag_y))
+
+
+class _LearnedFrequencies(_RotaryBase):
+    """Rotary encodings whose frequencies are parameters: only ``extrapolate``
+    and ``interpolate`` are defined (NTK and YaRN assume the fixed spectrum)."""
+
+    strategies = ("extrapolate", "interpolate")
+
+    def rotation(self, grid, block, device):  # parameters change: no cache
+        return self.build_rotation(tuple(grid), block, device)
+
+    def positions(self, grid: Grid, device: torch.device) -> list[torch.Tensor]:
+        interp = self.strategy == "interpolate"
+        if len(grid) == 1 or self.rot_axes == 1:
+            n, nt = math.prod(grid), math.prod(self.train_grid)
+            return [axis_positions(n, nt, interp, image=len(grid) == 2).to(device)]
+        (h, w), (ht, wt) = grid, self.train_grid
+        ys = axis_positions(h, ht, interp, image=True)
+        xs = axis_positions(w, wt, interp, image=True)
+        yy, xx = torch.meshgrid(ys, xs, indexing="ij")
+        return [xx.flatten().to(device), yy.flatten().to(device)]  # (N,), (N,)
+
+
+@register
+class RoPE1DLearned(_LearnedFrequencies):
+    """1D RoPE with learnable frequencies per block and head, initialized from
+    the standard spectrum base^(-2i/Dh) (as RoPE-Mixed does in 2D)."""
+
+    name = "rope_1d_learned"
+
+    def __init__(self, ctx: EncodingContext, strategy: str | None = None, base: float = 10000.0, **kw):
+        super().__init__(ctx, strategy, base=base, **kw)
+        inv = fn.rope_inv_freq(ctx.head_dim // 2, base)
+        self.freqs = nn.Parameter(inv.repeat(ctx.depth, ctx.num_heads, 1))  # (depth, H, Dh/2)
+
+    def build_rotation(self, grid, block, device):
+        (pos,) = self.positions(grid, device)
+        angles = pos[None, :, None] * self.freqs[block].float()[:, None, :]  # (H, N, Dh/2)
+        return fn.rope_angles_to_complex(angles)
+
+
+@register
+class RoPE2DMixed(_LearnedFrequencies):
+    """RoPE-Mixed (Heo et al., ECCV 2024): per block and head, learnable 2D
+    frequency vectors (fx, fy) with angle = fx * x + fy * y, so pairs can turn
+    along diagonal directions. Initialized with a random direction per head,
+    the second half of the pairs at +90 degrees, magnitudes base^(-4i/Dh) with
+    base 10. Excluded from weight decay."""
+
+    name = "rope_2d_mixed"
+    grid_dims = (2,)
+    rot_axes = 2
+
+    def __init__(self, ctx: EncodingContext, strategy: str | None = None, base: float = 10.0, **kw):
+        super().__init__(ctx, strategy, base=base, **kw)
+        mag = fn.rope_inv_freq(ctx.head_dim // 4, base, step=4)  # (Dh/4,)
+        theta = torch.rand(ctx.depth, ctx.num_heads, 1) * 2 * math.pi  # (depth, H, 1)
+        fx = torch.cat([mag * torch.cos(theta), mag * torch.cos(theta + math.pi / 2)], -1)
+        fy = torch.cat([mag * torch.sin(theta), mag * torch.sin(theta + math.pi / 2)], -1)
+        self.freqs = nn.Parameter(torch.stack([fx, fy], -1))  # (depth, H, Dh/2, 2)
+
+    def build_rotation(self, grid, block, device):
+        xs, ys = self.positions(grid, device)
+        f = self.freqs[block].float()  # (H, Dh/2, 2)
+        angles = xs[None, :, None] * f[:, None, :, 0] + ys[None, :, None] * f[:, None, :, 1]  # (H, N, Dh/2)
+        return fn.rope_angles_to_complex(angles)  # (H, N, Dh/2)

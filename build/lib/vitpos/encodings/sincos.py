@@ -1,0 +1,87 @@
+"""Fixed sinusoidal tables (Vaswani et al. 2017; 2D form of MoCo v3 / timm)."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import EncodingContext, Grid, PositionalEncoding, register
+from .functional import sincos_1d, sincos_2d
+
+
+def axis_positions(n: int, n_train: int, interpolate: bool, image: bool) -> torch.Tensor:
+    """Positions along one axis of ``n`` tokens trained with ``n_train``.
+
+    ``interpolate`` is position interpolation (Chen et al. 2023). On image axes
+    the new grid's extreme positions map onto the training extremes, for larger
+    and smaller grids alike. On sequences positions are divided by s = n/n_train,
+    and only when the sequence is longer than in training.
+    """
+    pos = torch.arange(n, dtype=torch.float32)
+    if not interpolate or n == n_train:
+        return pos
+    if image:
+        return pos * (n_train - 1) / max(n - 1, 1)
+    return pos * n_train / n if n > n_train else pos
+
+
+class _FixedTable(PositionalEncoding):
+    """A deterministic table added to the tokens, cached per grid and device.
+
+    Strategies: ``extrapolate`` (default) computes the formula at the new
+    integer positions; ``interpolate`` scales positions into the trained range.
+    The table is derived state, never stored in a checkpoint.
+    """
+
+    strategies = ("extrapolate", "interpolate")
+
+    def __init__(self, ctx: EncodingContext, strategy: str | None = None, temperature: float = 10000.0):
+        super().__init__(ctx, strategy)
+        self.temperature = temperature
+        self._cache: dict[tuple, torch.Tensor] = {}
+
+    def build(self, grid: Grid) -> torch.Tensor:
+        raise NotImplementedError
+
+    def table_for(self, grid: Grid, device: torch.device) -> torch.Tensor:
+        key = (tuple(grid), self.strategy, str(device))
+        if key not in self._cache:
+            self._cache[key] = self.build(tuple(grid)).to(device)
+        return self._cache[key]
+
+    def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
+        return x + self.table_for(grid, x.device).to(x.dtype)
+
+
+@register
+class SinCos1D(_FixedTable):
+    """The original Transformer's table over the token index (the flattened
+    patch index on images: the ablation that ignores 2D structure)."""
+
+    name = "sincos_1d"
+
+    def build(self, grid: Grid) -> torch.Tensor:
+        n, n_train = _flat(grid), _flat(self.train_grid)
+        pos = axis_positions(n, n_train, self.strategy == "interpolate", image=len(grid) == 2)
+        return sincos_1d(pos, self.ctx.dim, self.temperature)
+
+
+@register
+class SinCos2D(_FixedTable):
+    """Fixed 2D sin-cos table: half the channels encode the row, half the column,
+    frequencies T^(-i/(D/4)) (Chen, Xie & He 2021, MoCo v3)."""
+
+    name = "sincos_2d"
+    grid_dims = (2,)
+
+    def build(self, grid: Grid) -> torch.Tensor:
+        interp = self.strategy == "interpolate"
+        rows = axis_positions(grid[0], self.train_grid[0], interp, image=True)
+        cols = axis_positions(grid[1], self.train_grid[1], interp, image=True)
+        return sincos_2d(rows, cols, self.ctx.dim, self.temperature)
+
+
+def _flat(grid: Grid) -> int:
+    n = 1
+    for g in grid:
+        n *= g
+    return n

@@ -1,0 +1,114 @@
+"""Evaluation beyond the training size: image resolutions and sequence lengths.
+
+One code path for both: for every strategy of the model's encoding and every
+size, run the test set at that size (``datamodule.test_dataloader_at(size)``)
+and record ``test/acc@res{R}`` (images) or ``test/acc@len{L}`` (sequences);
+strategies other than the encoding's default get a ``/<strategy>`` suffix.
+
+Standalone, on one or more checkpoints::
+
+    python -m vitpos.extrapolate ckpt=runs/cifar10/rope_2d/seed0/checkpoints/last.ckpt \
+        strategies=all resolutions=[16,24,32,40,48,64] out=extrapolation
+
+prints a table and writes ``extrapolation.csv`` and ``extrapolation.png``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import torch
+from lightning.fabric.utilities.apply_func import move_data_to_device
+
+
+def strategies_of(pe) -> list[str]:
+    """Every strategy an encoding (or each part of a combination) offers,
+    default first; ``error`` is left out since it refuses every new size."""
+    parts = getattr(pe, "parts", [pe])
+    names = []
+    for p in parts:
+        names += [s for s in type(p).strategies if s not in names and s != "error"]
+    return names
+
+
+def choose_strategies(pe, spec) -> list[str]:
+    if spec in (None, "default"):
+        return [pe.strategy]
+    if spec == "all":  # every distinct setting (a combination's parts may ignore a name)
+        current, chosen, seen = pe.strategy, [], set()
+        try:
+            for s in [current, *strategies_of(pe)]:
+                pe.strategy = s
+                if pe.strategy not in seen:
+                    seen.add(pe.strategy)
+                    chosen.append(s)
+        finally:
+            pe.strategy = current
+        return chosen
+    return [str(s) for s in spec]
+
+
+def metric_name(kind: str, size: int, strategy: str, default: str) -> str:
+    name = f"test/acc@{kind}{size}"
+    return name if strategy == default else f"{name}/{strategy}"
+
+
+@torch.no_grad()
+def evaluate_sizes(module, datamodule, sizes, strategies, kind: str, device=None, progress=True) -> dict[str, float]:
+    """Accuracy (and loss) of ``module`` for every strategy x size.
+
+    ``module`` provides ``encoding`` and ``evaluate_batch(batch) -> (loss_sum,
+    correct, count)``; ``datamodule`` provides ``test_dataloader_at(size)`` and
+    optionally ``prepare_batch(batch, train=False)``. A strategy that refuses a
+    size records NaN and its reason is printed.
+    """
+    from tqdm.auto import tqdm
+
+    pe = module.encoding
+    default = pe.strategy
+    device = device or next(module.parameters()).device
+    was_training = module.training
+    module.eval()
+    results: dict[str, float] = {}
+    prepare = getattr(datamodule, "prepare_batch", None)
+    jobs = [(s, n) for s in strategies for n in sizes]
+    try:
+        for strategy, size in tqdm(
+            jobs, desc=f"evaluating at other {'resolutions' if kind == 'res' else 'lengths'}", disable=not progress
+        ):
+            pe.strategy = strategy
+            loss_sum, correct, count = 0.0, 0, 0
+            name = metric_name(kind, size, strategy, default)
+            try:
+                for batch in datamodule.test_dataloader_at(size):
+                    batch = move_data_to_device(batch, device)
+                    if prepare is not None:
+                        batch = prepare(batch, train=False)
+                    loss, ok, n = module.evaluate_batch(batch)
+                    loss_sum, correct, count = loss_sum + float(loss), correct + int(ok), count + int(n)
+            except ValueError as err:
+                print(f"{name}: not evaluated: {err}", file=sys.stderr)
+                results[name] = results[name.replace("acc@", "loss@")] = math.nan
+                continue
+            results[name] = correct / max(count, 1)
+            results[name.replace("acc@", "loss@")] = loss_sum / max(count, 1)
+    finally:
+        pe.strategy = default
+        module.train(was_training)
+    return results
+
+
+def evaluate_module(module, datamodule, eval_cfg, kind: str, device=None) -> dict[str, float]:
+    """The end-of-training evaluation configured by ``eval``: ``eval.resolutions``
+    for images (``kind="res"``) or ``eval.lengths`` for sequences (``kind="len"``)."""
+    sizes = (eval_cfg or {}).get("resolutions" if kind == "res" else "lengths")
+    if not sizes:
+        return {}
+    strategies = choose_strategies(module.encoding, eval_cfg.get("strategies", "default"))
+    return evaluate_sizes(module, datamodule, list(sizes), strategies, kind, device)
+
+if __name__ == "__main__":
+    from vitpos.extrapolate_cli import main
+
+    main()

@@ -1,0 +1,120 @@
+"""Multi-head self-attention and a pre-norm block that route through the encoding hooks."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from timm.layers import DropPath, Mlp
+from torch import nn
+
+from vitpos.encodings import Grid, PositionalEncoding
+
+
+def build_attention_mask(
+    bias: torch.Tensor | None,
+    key_padding_mask: torch.Tensor | None,
+    causal: bool,
+    n: int,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> torch.Tensor | None:
+    """One float mask for SDPA: position bias (H, N, N) + causal + padding.
+
+    key_padding_mask: (B, N) bool, True at padding. Returns None, (H, N, N),
+    (N, N) or (B, H|1, N, N); masked entries hold the dtype's most negative
+    value rather than -inf, so no row turns into NaN.
+    """
+    mask = bias
+    neg = torch.finfo(dtype).min
+    if causal:
+        future = torch.ones(n, n, dtype=torch.bool, device=device).triu(1)  # (N, N)
+        mask = (mask if mask is not None else torch.zeros(n, n, device=device, dtype=dtype)).masked_fill(future, neg)
+    if key_padding_mask is not None:
+        base = mask if mask is not None else torch.zeros(n, n, device=device, dtype=dtype)
+        if base.dim() == 2:
+            base = base[None]
+        mask = base[None].masked_fill(key_padding_mask[:, None, None, :], neg)  # (B, H|1, N, N)
+    return mask
+
+
+class Attention(nn.Module):
+    """Multi-head attention through ``scaled_dot_product_attention``.
+
+    RoPE-style encodings rotate q and k after the heads are split; bias-style
+    encodings add a float mask to the logits.
+    """
+
+    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0):
+        super().__init__()
+        if dim % num_heads:
+            raise ValueError(f"model.dim={dim} is not divisible by model.num_heads={num_heads}")
+        self.num_heads, self.head_dim = num_heads, dim // num_heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.attn_drop, self.proj_drop = attn_drop, nn.Dropout(proj_drop)
+
+    def qkv_heads(self, x, grid, pe, block):
+        b, n, d = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, N, Dh)
+        q, k, v = qkv.unbind(0)
+        q, k = pe.rotate_qk(q, k, grid, block)
+        return q, k, v
+
+    def forward(self, x, grid: Grid, pe: PositionalEncoding, block: int, mask: torch.Tensor | None = None):
+        b, n, d = x.shape
+        q, k, v = self.qkv_heads(x, grid, pe, block)
+        drop = self.attn_drop if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)  # (B, H, N, Dh)
+        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, d)))
+
+    def attention_probs(self, x, grid, pe, block, mask=None) -> torch.Tensor:
+        """The softmax attention weights (B, H, N, N), computed explicitly (for
+        pictures and for checking SDPA)."""
+        q, k, _ = self.qkv_heads(x, grid, pe, block)
+        logits = q @ k.transpose(-2, -1) * self.head_dim**-0.5  # (B, H, N, N)
+        if mask is not None:
+            logits = logits + mask
+        return logits.softmax(-1)
+
+
+class Block(nn.Module):
+    """Pre-norm Transformer block with timm's ``Mlp`` and ``DropPath``."""
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, drop_path: float = 0.0, dropout: float = 0.0):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = Attention(dim, num_heads, attn_drop=dropout, proj_drop=dropout)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), drop=dropout)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def forward(self, x, grid, pe, block, mask=None):
+        x = x + self.drop_path(self.attn(self.norm1(x), grid, pe, block, mask))
+        return x + self.drop_path(self.mlp(self.norm2(x)))
+
+
+class EncoderStack(nn.Module):
+    """The blocks of a Transformer encoder plus the position-encoding plumbing
+    shared by the ViT and the sequence model: per-block attention masks built
+    once per forward, and the ``after_block`` hook."""
+
+    def __init__(self, dim, depth, num_heads, mlp_ratio=4.0, drop_path=0.0, dropout=0.0):
+        super().__init__()
+        rates = [drop_path * i / max(depth - 1, 1) for i in range(depth)]  # stochastic depth rule
+        self.blocks = nn.ModuleList([Block(dim, num_heads, mlp_ratio, r, dropout) for r in rates])
+
+    def masks(self, pe, grid, n, device, dtype, key_padding_mask=None, causal=False):
+        """One SDPA mask per block (None where nothing is masked)."""
+        return [
+            build_attention_mask(pe.attention_bias(grid, i, device, dtype), key_padding_mask, causal, n, device, dtype)
+            for i in range(len(self.blocks))
+        ]
+
+    def forward(self, x, grid, pe, key_padding_mask=None, causal=False, return_attention=False):
+        masks = self.masks(pe, grid, x.shape[1], x.device, x.dtype, key_padding_mask, causal)
+        maps = []
+        for i, (blk, mask) in enumerate(zip(self.blocks, masks)):
+            if return_attention:
+                maps.append(blk.attn.attention_probs(blk.norm1(x), grid, pe, i, mask))
+            x = pe.after_block(blk(x, grid, pe, i, mask), grid, i)
+        return (x, maps) if return_attention else x

@@ -1,0 +1,1 @@
+"""LightningModules (what is trained) and the dispatch from a config to one."""

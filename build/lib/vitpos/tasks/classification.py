@@ -1,0 +1,94 @@
+"""Image classification with a ViT: the LightningModule behind ``task=classification``."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+import torchmetrics
+
+from vitpos.models import VisionTransformer
+
+from .optim import configure_optimizers
+
+
+class ImageClassifier(L.LightningModule):
+    """Takes one plain config dict (``model``, ``encoding``, ``optim``, ``task``,
+    ``data``) and saves it, so ``ImageClassifier.load_from_checkpoint(path)``
+    rebuilds the model without Hydra or the data.
+
+    Loss: cross-entropy with label smoothing; with ``task.mixup`` or
+    ``task.cutmix`` > 0, timm's ``Mixup`` mixes whole batches and the loss
+    takes the soft targets.
+    """
+
+    def __init__(self, cfg: dict):
+        super().__init__()
+        self.save_hyperparameters()
+        self.cfg = cfg
+        data, task = cfg["data"], cfg.get("task", {})
+        self.model = VisionTransformer(
+            encoding=cfg["encoding"], img_size=data["img_size"], num_classes=data["num_classes"], **cfg["model"]
+        )
+        self.label_smoothing = task.get("label_smoothing", 0.0)
+        self.mixup = None
+        if task.get("mixup", 0) > 0 or task.get("cutmix", 0) > 0:
+            from timm.data import Mixup
+
+            self.mixup = Mixup(
+                mixup_alpha=task.get("mixup", 0.0),
+                cutmix_alpha=task.get("cutmix", 0.0),
+                label_smoothing=self.label_smoothing,
+                num_classes=data["num_classes"],
+            )
+        n = data["num_classes"]
+        self.train_acc = torchmetrics.classification.MulticlassAccuracy(n, average="micro")
+        self.val_acc = torchmetrics.classification.MulticlassAccuracy(n, average="micro")
+        self.test_acc = torchmetrics.classification.MulticlassAccuracy(n, average="micro")
+
+    @property
+    def encoding(self):
+        return self.model.pos
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.model(images)
+
+    def training_step(self, batch, batch_idx):
+        images, labels = batch
+        if self.mixup is not None and len(images) % 2 == 0:
+            images, soft = self.mixup(images, labels)
+            logits = self(images)
+            loss = torch.sum(-soft * F.log_softmax(logits, -1), -1).mean()
+        else:
+            logits = self(images)
+            loss = F.cross_entropy(logits, labels, label_smoothing=self.label_smoothing)
+        self.train_acc(logits, labels)
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
+        return loss
+
+    def _eval_step(self, batch, stage: str, metric):
+        images, labels = batch
+        logits = self(images)
+        loss = F.cross_entropy(logits, labels)
+        metric(logits, labels)
+        self.log(f"{stage}/loss", loss, prog_bar=stage == "val", sync_dist=True)
+        self.log(f"{stage}/acc", metric, prog_bar=stage == "val")
+
+    def validation_step(self, batch, batch_idx):
+        self._eval_step(batch, "val", self.val_acc)
+
+    def test_step(self, batch, batch_idx):
+        self._eval_step(batch, "test", self.test_acc)
+
+    @torch.no_grad()
+    def evaluate_batch(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(summed loss, number correct, count) on a prepared batch, for the
+        extrapolation evaluator."""
+        images, labels = batch
+        logits = self(images)
+        loss = F.cross_entropy(logits, labels, reduction="sum")
+        return loss, (logits.argmax(-1) == labels).sum(), len(labels)
+
+    def configure_optimizers(self):
+        return configure_optimizers(self, self.model, self.cfg["optim"])

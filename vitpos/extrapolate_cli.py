@@ -48,26 +48,28 @@ def find_checkpoints(paths: list[str]) -> list[Path]:
 
 
 def load_run(path: Path, data_overrides: dict, device: str):
-    """(module, datamodule, label) for one checkpoint, its data config overridable."""
-    from vitpos.train import build, run_label
+    """(module, datamodule, label, kind) for one checkpoint, its data config overridable."""
+    from vitpos.train import build
 
     hparams = torch.load(path, map_location="cpu", weights_only=False)["hyper_parameters"]["cfg"]
     cfg = OmegaConf.create(hparams)
+    if "task" not in cfg:  # checkpoints that saved only model/encoding/optim/data
+        cfg.task = {"name": "sequence" if "train_len" in cfg.data else "classification"}
     for key, value in data_overrides.items():
         OmegaConf.update(cfg, key, value)
     module, datamodule = build(cfg)
     module.load_state_dict(torch.load(path, map_location="cpu", weights_only=False)["state_dict"])
     datamodule.setup("test")
-    return module.to(device), datamodule, f"{run_label(cfg)}/seed{cfg.seed}"
+    run = path.parent.parent if path.parent.name == "checkpoints" else path.parent  # runs/<group>/<label>/seed<k>
+    label = f"{run.parent.name}/{run.name}" if run.name.startswith("seed") else cfg.encoding.name
+    return module.to(device), datamodule, label, "len" if cfg.task.name == "sequence" else "res"
 
 
 def evaluate_checkpoints(opts: dict) -> list[dict]:
     rows = []
     data_overrides = {k: v for k, v in opts.items() if k.startswith("data.") and k != "data."}
     for path in find_checkpoints(opts["ckpt"]):
-        module, datamodule, label = load_run(path, data_overrides, opts["device"])
-        task = module.cfg["task"]["name"]
-        kind = "len" if task == "sequence" else "res"
+        module, datamodule, label, kind = load_run(path, data_overrides, opts["device"])
         evals = module.cfg.get("eval", {})
         sizes = opts["lengths" if kind == "len" else "resolutions"] or evals.get(
             "lengths" if kind == "len" else "resolutions"

@@ -93,6 +93,6 @@ def build(cfg) -> tuple[SequenceTask, SequenceDataModule]:
 
     if isinstance(cfg, DictConfig):
         cfg = OmegaConf.to_container(cfg, resolve=True)
-    module = SequenceTask({k: cfg[k] for k in ("model", "encoding", "optim", "data")})
+    module = SequenceTask(cfg)  # the whole plain config is saved, so tools can rebuild the run
     datamodule = SequenceDataModule(**cfg["data"])
     return module, datamodule

@@ -9,9 +9,13 @@ from omegaconf import DictConfig
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> float:
+    from vitpos.data.cifar10 import DatasetNotFoundError
     from vitpos.train import train
 
-    metrics = train(cfg)
+    try:
+        metrics = train(cfg)
+    except DatasetNotFoundError as err:  # a message with the ways out, not a traceback
+        raise SystemExit(f"error: {err}") from None
     return metrics.get("val/acc_best", metrics.get("test/acc", float("nan")))
 
 

@@ -51,6 +51,8 @@ def test_short_run_writes_events_checkpoints_and_resumes(tmp_path):
     resumed = torch.load(last, weights_only=False)
     assert resumed["global_step"] == 2 * first_step
     assert resumed["state_dict"]["model.head.bias"].min() > 900  # started from the checkpoint, not from scratch
+    with pytest.raises(ValueError, match="another configuration"):  # auto never continues a different run
+        train(config(tmp_path, "encoding=rope_2d", "model.depth=2", *SHAPES_TINY))
     with pytest.raises(FileExistsError, match="resume=auto"):
         train(config(tmp_path, "encoding=rope_2d", "resume=false", *SHAPES_TINY))
 
@@ -83,3 +85,16 @@ def test_same_seed_same_run_on_cpu(tmp_path):
         )
     for name, value in states[0]["state_dict"].items():
         assert torch.equal(value, states[1]["state_dict"][name]), name
+
+
+def test_mixup_and_cutmix_from_timm_train(tmp_path):
+    cfg = config(tmp_path, "task.mixup=0.8", "task.cutmix=1.0", "debug=fast", *SHAPES_TINY)
+    assert 0.0 <= train(cfg)["test/acc"] <= 1.0
+
+
+def test_missing_cifar_stops_with_the_ways_out(tmp_path):
+    from vitpos.data.cifar10 import DatasetNotFoundError
+
+    cfg = config(tmp_path, f"data.root={tmp_path}/nothing", "data.download=false", "debug=fast")
+    with pytest.raises(DatasetNotFoundError, match="data=shapes"):
+        train(cfg)

@@ -1,6 +1,6 @@
 """``python -m vitpos.extrapolate``: evaluate checkpoints beyond their training size.
 
-    python -m vitpos.extrapolate ckpt=runs/cifar10/rope_2d/seed0/checkpoints/last.ckpt \
+    python -m vitpos.extrapolate ckpt=runs/compare_cifar/rope_2d/seed0/checkpoints/last.ckpt \
         [ckpt=...] [resolutions=[16,24,32,40,48,64]] [lengths=[32,64,128,256,512]] \
         [strategies=all|default|[a,b]] [out=extrapolation] [data.root=DIR] [device=cpu]
 

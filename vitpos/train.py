@@ -58,7 +58,40 @@ def build(cfg: DictConfig):
     raise ValueError(f"unknown task.name '{name}'; valid: classification, sequence (task=...)")
 
 
+RUN_DEFINING = ("model", "encoding", "data", "optim", "task")
+
+
+def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two plain configs."""
+    keys = sorted(set(saved) | set(current))
+    out = []
+    for k in keys:
+        a, b = saved.get(k), current.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += config_differences(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}: {a!r} in the checkpoint, {b!r} now")
+    return out
+
+
+def check_same_run(cfg: DictConfig, last: Path) -> None:
+    """Refuse to continue a checkpoint trained with another model, encoding,
+    data, optimizer or task (``trainer.max_epochs`` may change)."""
+    import torch
+
+    saved = torch.load(last, map_location="cpu", weights_only=False).get("hyper_parameters", {}).get("cfg", {})
+    current = OmegaConf.to_container(cfg, resolve=True)
+    diffs = [d for k in RUN_DEFINING for d in config_differences({k: saved.get(k)}, {k: current.get(k)})]
+    if diffs:
+        raise ValueError(
+            f"{last} belongs to a run with another configuration ({'; '.join(diffs[:3])}"
+            f"{'; ...' if len(diffs) > 3 else ''}). Pass run.label=<name> or run.root=<dir> for a new run, "
+            "or resume=true to continue that checkpoint anyway"
+        )
+
+
 def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
+    """The checkpoint to continue from, per ``resume`` (see configs/train.yaml)."""
     last = ckpt_dir / "last.ckpt"
     mode = cfg.get("resume", "auto")
     if mode in (None, False, "false", "never"):
@@ -70,6 +103,8 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
         return None
     if mode in (True, "true", "auto"):
         if last.exists():
+            if mode == "auto":
+                check_same_run(cfg, last)
             log.info("resuming from %s", last)
             return str(last)
         if mode is True or mode == "true":
@@ -83,16 +118,17 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train, test and evaluate one configuration; returns every final metric."""
     L.seed_everything(cfg.seed, workers=True)
-    module, datamodule = build(cfg)
     out = run_dir(cfg)
+    ckpt_dir = out / "checkpoints"
+    fast = bool(cfg.trainer.get("fast_dev_run", False))
+    ckpt_path = None if fast else resume_path(cfg, ckpt_dir)  # before anything is written to the folder
+    module, datamodule = build(cfg)
     logger = TensorBoardLogger(
         save_dir=str(out.parent.parent),
         name=out.parent.name,
         version=out.name,
         **OmegaConf.to_container(cfg.logger, resolve=True),
     )
-    ckpt_dir = out / "checkpoints"
-    fast = bool(cfg.trainer.get("fast_dev_run", False))
     callbacks = [LearningRateMonitor(logging_interval="step")]
     checkpoint = None
     if not fast:
@@ -111,7 +147,6 @@ def train(cfg: DictConfig) -> dict[str, float]:
         callbacks.append(PicturesCallback(cfg.task.get("pictures_every_n_epochs", 0)))
     trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)
-    ckpt_path = None if fast else resume_path(cfg, ckpt_dir)
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
 
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None

@@ -1,1 +1,0 @@
-"""LightningModules (what is trained) and the dispatch from a config to one."""

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
 from .base import EncodingContext, Grid, PositionalEncoding, register
 from .functional import resample_table_1d, resample_table_2d
-
-
-def grid_size(grid: Grid) -> int:
-    n = 1
-    for g in grid:
-        n *= g
-    return n
 
 
 @register
@@ -60,7 +55,7 @@ class Learned1D(_ResizableTable):
 
     def __init__(self, ctx: EncodingContext, strategy: str | None = None, init_std: float = 0.02):
         super().__init__(ctx, strategy)
-        self.table = nn.Parameter(torch.randn(grid_size(ctx.grid), ctx.dim) * init_std)  # (N, D)
+        self.table = nn.Parameter(torch.randn(math.prod(ctx.grid), ctx.dim) * init_std)  # (N, D)
 
     def table_for(self, grid: Grid) -> torch.Tensor:
         if tuple(grid) == self.train_grid:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .base import EncodingContext, Grid, PositionalEncoding, register
@@ -60,7 +62,7 @@ class SinCos1D(_FixedTable):
     name = "sincos_1d"
 
     def build(self, grid: Grid) -> torch.Tensor:
-        n, n_train = _flat(grid), _flat(self.train_grid)
+        n, n_train = math.prod(grid), math.prod(self.train_grid)
         pos = axis_positions(n, n_train, self.strategy == "interpolate", image=len(grid) == 2)
         return sincos_1d(pos, self.ctx.dim, self.temperature)
 
@@ -78,10 +80,3 @@ class SinCos2D(_FixedTable):
         rows = axis_positions(grid[0], self.train_grid[0], interp, image=True)
         cols = axis_positions(grid[1], self.train_grid[1], interp, image=True)
         return sincos_2d(rows, cols, self.ctx.dim, self.temperature)
-
-
-def _flat(grid: Grid) -> int:
-    n = 1
-    for g in grid:
-        n *= g
-    return n

@@ -19,7 +19,7 @@ import torch
 from omegaconf import OmegaConf
 
 from vitpos.cli import parse_args
-from vitpos.extrapolate import choose_strategies, evaluate_sizes
+from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name
 from vitpos.tables import frame_to_markdown
 
 DEFAULTS = {
@@ -51,14 +51,14 @@ def load_run(path: Path, data_overrides: dict, device: str):
     """(module, datamodule, label, kind) for one checkpoint, its data config overridable."""
     from vitpos.train import build
 
-    hparams = torch.load(path, map_location="cpu", weights_only=False)["hyper_parameters"]["cfg"]
-    cfg = OmegaConf.create(hparams)
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    cfg = OmegaConf.create(checkpoint["hyper_parameters"]["cfg"])
     if "task" not in cfg:  # checkpoints that saved only model/encoding/optim/data
         cfg.task = {"name": "sequence" if "train_len" in cfg.data else "classification"}
     for key, value in data_overrides.items():
         OmegaConf.update(cfg, key, value)
     module, datamodule = build(cfg)
-    module.load_state_dict(torch.load(path, map_location="cpu", weights_only=False)["state_dict"])
+    module.load_state_dict(checkpoint["state_dict"])
     datamodule.setup("test")
     run = path.parent.parent if path.parent.name == "checkpoints" else path.parent  # runs/<group>/<label>/seed<k>
     label = f"{run.parent.name}/{run.name}" if run.name.startswith("seed") else cfg.encoding.name
@@ -79,8 +79,8 @@ def evaluate_checkpoints(opts: dict) -> list[dict]:
         results = evaluate_sizes(module, datamodule, sizes, strategies, kind, device=opts["device"])
         for strategy in strategies:
             for size in sizes:
-                name = f"test/acc@{kind}{size}" + ("" if strategy == default else f"/{strategy}")
-                rows.append({"run": label, "strategy": strategy, "kind": kind, "size": size, "acc": results[name]})
+                acc = results[metric_name(kind, size, strategy, default)]
+                rows.append({"run": label, "strategy": strategy, "kind": kind, "size": size, "acc": acc})
     return rows
 
 

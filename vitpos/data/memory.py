@@ -31,8 +31,20 @@ def _batch_as_is(batch):
 
 
 def batch_loader(
-    tensors: tuple[torch.Tensor, ...], batch_size: int, shuffle: bool, drop_last: bool = False
+    tensors: tuple[torch.Tensor, ...],
+    batch_size: int,
+    shuffle: bool,
+    drop_last: bool = False,
+    collate_fn=_batch_as_is,
+    generator: torch.Generator | None = None,
 ) -> DataLoader:
+    """A DataLoader over in-memory tensors that fetches each batch by one index op
+    per tensor; ``collate_fn`` receives that tuple of batched tensors."""
     return DataLoader(
-        TensorBatches(*tensors), batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, collate_fn=_batch_as_is
+        TensorBatches(*tensors),
+        batch_size=batch_size,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        collate_fn=collate_fn,
+        generator=generator,
     )

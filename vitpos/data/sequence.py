@@ -28,7 +28,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from .memory import TensorBatches
+from .memory import batch_loader
 
 TASKS = ("copy_offset", "reverse", "sort", "position_probe")
 IGNORE = -100
@@ -148,13 +148,7 @@ class SequenceDataModule(L.LightningDataModule):
 
     def _loader(self, tensors, batch_size: int, shuffle: bool) -> DataLoader:
         gen = torch.Generator().manual_seed(self._seed(7)) if shuffle else None
-        return DataLoader(
-            TensorBatches(*tensors),
-            batch_size=batch_size,
-            shuffle=shuffle,
-            generator=gen,
-            collate_fn=_Collate(self.pad_token),
-        )
+        return batch_loader(tensors, batch_size, shuffle, collate_fn=_Collate(self.pad_token), generator=gen)
 
     def train_dataloader(self) -> DataLoader:
         self.setup()

@@ -104,11 +104,17 @@ class EncoderStack(nn.Module):
         self.blocks = nn.ModuleList([Block(dim, num_heads, mlp_ratio, r, dropout) for r in rates])
 
     def masks(self, pe, grid, n, device, dtype, key_padding_mask=None, causal=False):
-        """One SDPA mask per block (None where nothing is masked)."""
-        return [
-            build_attention_mask(pe.attention_bias(grid, i, device, dtype), key_padding_mask, causal, n, device, dtype)
-            for i in range(len(self.blocks))
-        ]
+        """One SDPA mask per block (None where nothing is masked). Blocks that
+        get the same bias tensor (a shared or cached bias, or none) share one
+        mask, so padding and causal masking are applied once."""
+        built: dict[int, tuple] = {}  # id(bias) -> (bias, mask); the bias is kept so its id stays unique
+        masks = []
+        for i in range(len(self.blocks)):
+            bias = pe.attention_bias(grid, i, device, dtype)
+            if id(bias) not in built:
+                built[id(bias)] = (bias, build_attention_mask(bias, key_padding_mask, causal, n, device, dtype))
+            masks.append(built[id(bias)][1])
+        return masks
 
     def forward(self, x, grid, pe, key_padding_mask=None, causal=False, return_attention=False):
         masks = self.masks(pe, grid, x.shape[1], x.device, x.dtype, key_padding_mask, causal)

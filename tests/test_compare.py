@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -20,14 +23,14 @@ VAL = {("sincos_2d", 0): [0.3, 0.6, 0.5], ("sincos_2d", 1): [0.4, 0.5, 0.7],
        ("rope_2d", 0): [0.5, 0.7, 0.8], ("rope_2d", 3): [0.5, 0.6, 0.75]}  # fmt: skip
 
 
-def write_run(root, label, seed, val, final=None, epochs=3, params=None):
-    """A run in the layout of Lightning's TensorBoardLogger (version folder = seed<k>)."""
-    logger = TensorBoardLogger(save_dir=str(root / "cifar10" / label), name="", version=f"seed{seed}")
-    if params is not None:
-        logger.log_hyperparams({"cfg": {"model": {"dim": 64}}, "params": params})
+def write_run(folder, val, final=None, epochs=3, hparams=None, loss=None):
+    """A run in the layout of Lightning's TensorBoardLogger (version folder = the run folder's name)."""
+    logger = TensorBoardLogger(save_dir=str(folder.parent), name="", version=folder.name)
+    if hparams is not None:
+        logger.log_hyperparams(hparams)
     for epoch, v in enumerate(val[:epochs]):
         step = 100 * (epoch + 1) - 1
-        logger.log_metrics({"train/loss": 1.0 / (epoch + 1), "epoch": epoch}, step=step)
+        logger.log_metrics({"train/loss": (loss or [1.0 / (epoch + 1)] * 9)[epoch], "epoch": epoch}, step=step)
         logger.log_metrics({"val/acc": v, "val/loss": 1 - v, "epoch": epoch}, step=step)
     if final:
         logger.log_metrics(final, step=100 * epochs)
@@ -36,16 +39,16 @@ def write_run(root, label, seed, val, final=None, epochs=3, params=None):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """The older layout <task>/<label>/seed<k>, as the committed reports were written."""
     root = tmp_path_factory.mktemp("runs")
     for (label, seed), final in RUNS.items():
-        write_run(root, label, seed, VAL[label, seed], final, params=12_345 if label == "rope_2d" else None)
-    write_run(root, "learned_1d", 0, [0.2, 0.3, 0.4], final=None, epochs=2)  # crashed in epoch 2
+        write_run(root / "cifar10" / label / f"seed{seed}", VAL[label, seed], final,
+                  hparams={"params": 12_345} if label == "rope_2d" else None)  # fmt: skip
+    write_run(root / "cifar10" / "learned_1d" / "seed0", [0.2, 0.3, 0.4], final=None, epochs=2)  # crashed in epoch 2
     # a plain SummaryWriter run with 'params' as a scalar, one seed only
     with SummaryWriter(str(root / "cifar10" / "cpe" / "seed0")) as w:
         for step, (tag, v) in enumerate([("val/acc", 0.6), ("test/acc", 0.66), ("params", 999.0)]):
             w.add_scalar(tag, v, step)
-    with SummaryWriter(str(root / "cifar10" / "stray")) as w:  # not a seed folder: reported, not read
-        w.add_scalar("test/acc", 0.1, 0)
     return root
 
 
@@ -76,23 +79,40 @@ def test_means_and_stds_match_what_was_logged(report):
     assert (cpe["seeds"], cpe["test/acc_std"], cpe["params_mean"]) == (1, 0.0, 999)  # params as a scalar
 
 
-def test_markdown_table_and_incomplete_runs(report, runs):
+def rows_of(md, title):
+    """{label cell: line} of the table under the heading ``title``."""
+    lines = md.splitlines()
+    start = lines.index(title) + 2
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(line)
+    return table[0], {line.split("|")[1].strip(): line for line in table[2:]}
+
+
+def test_markdown_in_percent_with_seed_counts(report, runs):
     md = (runs / "out" / "report.md").read_text()
     assert md == report.attrs["report"]
-    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| `")}
-    assert "0.7900 ± 0.0141" in rows["`rope_2d`"]  # test/acc: mean 0.79, std sqrt(2e-4)
-    assert "0.6200 ± 0.0283" in rows["`rope_2d`"]  # acc@res64
-    assert "0.5700 ± 0.0283" in rows["`sincos_2d`"]  # acc@res48/interpolate
-    assert "0.6600 ± —" in rows["`cpe`"]
-    header = md.splitlines()[md.splitlines().index("## cifar10") + 2]
-    assert header.split("|")[1:-1] == [
-        " label ", " seeds ", " params ", " val/acc (best) ", " test/acc ",
-        " acc@res48 ", " acc@res48/interpolate ", " acc@res64 ",
-    ]  # fmt: skip
+    header, rows = rows_of(md, "## cifar10")
+    assert header.split("|")[1:-1] == [" label ", " params ", " val/acc (best) ", " test/acc "]
+    assert "79.0 ± 1.4 (2)" in rows["`rope_2d`"]  # test/acc: mean 0.79, std sqrt(2e-4) = 0.0141
+    assert "66.0 ± — (1)" in rows["`cpe`"]
     assert list(rows) == ["`rope_2d`", "`sincos_2d`", "`cpe`"]  # best test/acc first
-    assert "`cifar10/learned_1d/seed0`: no test/acc; last epoch 1" in md
+    assert "`cifar10/learned_1d/seed0`: **incomplete**: no test/acc; last epoch 1" in md
     assert "acc_vs_length.png not drawn" in md
-    assert "Ignored event files outside the <task>/<label>/seed<k>/ layout: `cifar10/stray`" in md
+
+
+def test_one_resolution_table_per_strategy(report, runs):
+    md = report.attrs["report"]
+    header, rows = rows_of(md, "#### test/acc vs resolution (pixels): each encoding's default strategy")
+    assert header.split("|")[1:-1] == [" label ", " 48 ", " 64 "]
+    assert rows["`rope_2d`"].split("|")[2:4] == [" 74.0 ± 1.4 (2) ", " 62.0 ± 2.8 (2) "]
+    assert rows["`sincos_2d`"].split("|")[2:4] == [" 51.0 ± 1.4 (2) ", "  "]  # no res64 logged
+    header, rows = rows_of(md, "#### test/acc vs resolution (pixels): strategy `interpolate`")
+    assert header.split("|")[1:-1] == [" label ", " 48 "] and list(rows) == ["`sincos_2d`"]
+    assert "57.0 ± 2.8 (2)" in rows["`sincos_2d`"]
+    assert max(len(line.split("|")) for line in md.splitlines()) - 2 <= 6  # no 41-column table
 
 
 def test_outputs_written(report, runs):
@@ -104,9 +124,135 @@ def test_outputs_written(report, runs):
     assert len(csv) == 1 + 3 and "test/acc_mean" in csv[0]
     runs_table = report.attrs["runs"]
     assert len(runs_table) == 6 and runs_table["complete"].sum() == 5
+    assert len((out / "runs.csv").read_text().splitlines()) == 1 + 6
 
 
 def test_cli(runs, tmp_path, capsys):
     assert main([str(runs), "--out", str(tmp_path)]) == 0
     assert "| `rope_2d` |" in capsys.readouterr().out
+    assert main([str(tmp_path / "missing")]) == 2
+    (tmp_path / "empty").mkdir()
     assert main([str(tmp_path / "empty")]) == 2
+    assert "no runs under" in capsys.readouterr().err
+
+
+CFG = {"data": {"name": "shapes", "num_train": 512}, "trainer": {"max_epochs": 2}, "run": {"group": "shapes"}}
+
+
+def cfg(model, num_train=512):
+    return {**CFG, "data": {**CFG["data"], "num_train": num_train}, "run": {**CFG["run"], "model": model}}
+
+
+def test_new_layout_at_any_depth_separates_models_and_budgets(tmp_path):
+    """runs/<group>/<model>/<label>-<hash>/seed<k>: tables per model and budget, never one mixed row group."""
+    base = tmp_path / "runs" / "shapes"
+    write_run(base / "vit_micro" / "rope_2d-aaaaaa" / "seed0", [0.5], {"test/acc": 0.5}, 1, {"cfg": cfg("vit_micro")})
+    write_run(base / "vit_micro" / "rope_2d-aaaaaa" / "seed1", [0.5], {"test/acc": 0.7}, 1, {"cfg": cfg("vit_micro")})
+    write_run(base / "vit_tiny" / "rope_2d-bbbbbb" / "seed0", [0.5], {"test/acc": 0.9}, 1, {"cfg": cfg("vit_tiny")})
+    write_run(base / "vit_micro" / "rope_2d-cccccc" / "seed0", [0.5], {"test/acc": 0.2}, 1,
+              {"cfg": cfg("vit_micro", 64)})  # fmt: skip
+    groups = compare(tmp_path / "runs", tmp_path / "report")
+    got = {(g["model"], g["budget"], g["label"]): (g["seeds"], round(g["test/acc_mean"], 4))
+           for _, g in groups.iterrows()}  # fmt: skip
+    assert got == {
+        ("vit_micro", "shapes, 512 train × 2 epochs", "rope_2d-aaaaaa"): (2, 0.6),
+        ("vit_tiny", "shapes, 512 train × 2 epochs", "rope_2d-bbbbbb"): (1, 0.9),
+        ("vit_micro", "shapes, 64 train × 2 epochs", "rope_2d-cccccc"): (1, 0.2),
+    }
+    md = groups.attrs["report"]
+    for title in ("## shapes · model `vit_micro` · shapes, 512 train × 2 epochs",
+                  "## shapes · model `vit_tiny` · shapes, 512 train × 2 epochs",
+                  "## shapes · model `vit_micro` · shapes, 64 train × 2 epochs"):  # fmt: skip
+        header, rows = rows_of(md, title)
+        assert list(rows) == ["`rope_2d`"]  # the config hash is dropped where the label stays unique
+    # the same runs seen from the group's folder: same groups
+    again = compare(base, tmp_path / "report2")
+    assert sorted(again["label"]) == sorted(groups["label"]) and set(again["task"]) == {"shapes"}
+
+
+def test_diverged_runs_are_listed_as_diverged_and_left_out_of_the_means(tmp_path):
+    base = tmp_path / "shapes" / "vit_micro"
+    write_run(base / "rope_2d-aaaaaa" / "seed0", [0.5, 0.6], {"test/acc": 0.6}, 2)
+    write_run(base / "rope_2d-aaaaaa" / "seed1", [0.3, 0.26], {"test/acc": 0.26}, 2, loss=[1.2, math.nan])
+    (base / "alibi-bbbbbb" / "seed0").mkdir(parents=True)  # the divergence guard's record, no event files
+    (base / "alibi-bbbbbb" / "seed0" / "metrics.json").write_text(
+        json.dumps({"status": "diverged", "reason": "non-finite loss at step 3: lower optim.lr", "metrics": {}})
+    )
+    (base / "sincos_2d-cccccc" / "seed0").mkdir(parents=True)  # killed before anything was logged
+    groups = compare(tmp_path, tmp_path / "report")
+    g = groups.set_index("label").loc["rope_2d-aaaaaa"]
+    assert (g["seeds"], g["test/acc_mean"]) == (1, pytest.approx(0.6))  # the NaN seed is not averaged in
+    status = dict(zip(groups.attrs["runs"]["path"], groups.attrs["runs"]["status"]))
+    assert status == {
+        "shapes/vit_micro/rope_2d-aaaaaa/seed0": "complete",
+        "shapes/vit_micro/rope_2d-aaaaaa/seed1": "diverged",
+        "shapes/vit_micro/alibi-bbbbbb/seed0": "diverged",
+        "shapes/vit_micro/sincos_2d-cccccc/seed0": "failed",
+    }
+    md = groups.attrs["report"]
+    assert "`shapes/vit_micro/rope_2d-aaaaaa/seed1`: **diverged**: diverged: train/loss non-finite from step 199" in md
+    assert "**diverged**: diverged: non-finite loss at step 3: lower optim.lr" in md
+
+
+def test_multirun_jobs_failed_before_their_run_folder_are_listed(tmp_path):
+    """A Hydra job folder with a log holding an error, and one with no log at all: both listed, never dropped."""
+    write_run(tmp_path / "runs" / "shapes" / "rope_2d" / "seed0", [0.5], {"test/acc": 0.5}, 1)
+    sweep = tmp_path / "multirun" / "2026-01-01" / "10-00-00"
+    for n, overrides, log in [
+        (0, ["encoding=rope_2d"], "[2026-01-01 10:00:01,000][HYDRA] starting\n"),
+        (1, ["encoding=alibi"], "[2026-01-01 10:00:02,000][__main__][ERROR] - error: encoding: 'alibi' is "
+                                "for sequences; use an image encoding\n"),
+    ]:  # fmt: skip
+        (sweep / str(n) / ".hydra").mkdir(parents=True)
+        (sweep / str(n) / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+        (sweep / str(n) / "train.log").write_text(log)
+    groups = compare(tmp_path / "runs", tmp_path / "report", multirun=[tmp_path / "multirun"])
+    failed = {j.path.name: j.error for j in groups.attrs["jobs"] if j.error}
+    assert failed["1"] == "error: encoding: 'alibi' is for sequences; use an image encoding"
+    assert "0" in failed  # no config to locate its run folder and no error logged: not taken as a success
+    md = groups.attrs["report"]
+    assert "2 jobs, 2 failed:" in md and "(`encoding=alibi`): error: encoding: 'alibi' is for sequences" in md
+
+
+def test_multirun_folder_as_runs_dir_reports_its_jobs_runs(tmp_path):
+    """Jobs saved by Hydra (.hydra/config.yaml): one that ran is linked to its run folder (and that run is
+    reported), one whose config is refused is failed with the config check's message."""
+    from conftest import CONFIGS
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from vitpos.runs import run_dir
+
+    sweep = tmp_path / "multirun" / "2026-01-01" / "10-00-00"
+    for n, encoding in enumerate(["rope_2d", "rope_2d encoding.strategy=bogus"]):
+        overrides = ["data=shapes", "model=vit_micro", f"run.root={tmp_path / 'runs'}", *f"encoding={encoding}".split()]
+        with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+            cfg = compose("train", overrides=overrides)
+        (sweep / str(n) / ".hydra").mkdir(parents=True)
+        OmegaConf.save(cfg, sweep / str(n) / ".hydra" / "config.yaml")
+        choices = {"hydra": {"runtime": {"choices": {"model": "vit_micro"}}}}
+        OmegaConf.save(choices, sweep / str(n) / ".hydra" / "hydra.yaml")
+        (sweep / str(n) / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+        if n == 0:
+            OmegaConf.update(cfg, "run.model", "vit_micro", force_add=True)
+            write_run(run_dir(cfg), [0.5], {"test/acc": 0.55}, 1)
+    groups = compare(tmp_path / "multirun", tmp_path / "report")
+    jobs = {j.path.name: j for j in groups.attrs["jobs"]}
+    assert jobs["0"].error is None and jobs["0"].run is not None
+    assert "encoding.strategy" in jobs["1"].error and "bogus" in jobs["1"].error and jobs["1"].run is None
+    assert list(groups["test/acc_mean"]) == [pytest.approx(0.55)]  # the job's run, found through its config
+    assert "1 sweep jobs failed before their run folder existed" in groups.attrs["report"]
+
+
+def test_stray_event_files_higher_up_are_a_run_and_hide_nothing(tmp_path):
+    """Event files at runs/<group>/ are listed as a run of their own; the runs below them still count."""
+    write_run(tmp_path / "shapes" / "rope_2d" / "seed0", [0.5], {"test/acc": 0.5}, 1)
+    write_run(tmp_path / "shapes" / "rope_2d" / "seed0" / "version_1", [0.6], None, 1)  # belongs to seed0
+    with SummaryWriter(str(tmp_path / "shapes")) as w:
+        w.add_scalar("val/acc", 0.3, 0)
+    groups = compare(tmp_path, tmp_path / "report")
+    runs = groups.attrs["runs"].set_index("path")
+    assert sorted(runs.index) == ["shapes", "shapes/rope_2d/seed0"]
+    assert runs.loc["shapes", "status"] == "incomplete"  # its own val/acc only, not the run below
+    assert runs.loc["shapes/rope_2d/seed0", "status"] == "complete"
+    assert runs.loc["shapes/rope_2d/seed0", "val/acc_best"] == pytest.approx(0.6)  # version_1 read with it

@@ -37,17 +37,20 @@ def test_report_matches_the_event_files_and_averages_seeds(tmp_path):
     # one more run, interrupted before testing: it must be listed, not dropped
     (tmp_path / "shapes" / "cpe" / "seed0").mkdir(parents=True)
     groups = compare(tmp_path, tmp_path / "report")
-    assert set(groups["label"]) == {"rope_2d", "learned_1d"}
+    groups["name"] = groups["label"].str.replace(r"-[0-9a-f]{6}$", "", regex=True)  # the config hash, if any
+    assert set(groups["name"]) == {"rope_2d", "learned_1d"}
     for name in ("rope_2d", "learned_1d"):
-        g = groups[groups["label"] == name].iloc[0]
+        g = groups[groups["name"] == name].iloc[0]
         assert g["seeds"] == 2
         for tag in ("test/acc", "test/acc@res24"):
-            values = [last_scalar(tmp_path / "shapes" / name / f"seed{s}", tag) for s in (0, 1)]
+            folders = [next(p for p in tmp_path.rglob(f"seed{s}") if name in str(p)) for s in (0, 1)]
+            values = [last_scalar(folder, tag) for folder in folders]
             assert values == pytest.approx([returned[(name, s)][tag] for s in (0, 1)], abs=1e-6)
             mean = sum(values) / 2
             std = math.sqrt(sum((v - mean) ** 2 for v in values))  # ddof=1 with two seeds
             assert g[f"{tag}_mean"] == pytest.approx(mean, abs=1e-6)
             assert g[f"{tag}_std"] == pytest.approx(std, abs=1e-6)
     report = (tmp_path / "report" / "report.md").read_text()
-    assert "cpe" in report and "rope_2d" in report
+    assert "`shapes/cpe/seed0`: **failed**" in report and "rope_2d" in report
+    assert f"{100 * groups[groups['name'] == 'rope_2d'].iloc[0]['test/acc_mean']:.1f} ± " in report
     assert (tmp_path / "report" / "acc_vs_resolution.png").exists()

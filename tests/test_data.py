@@ -3,7 +3,7 @@ import torch
 from conftest import require_cifar
 from torchvision.io import encode_jpeg
 
-from vitpos.data import augment
+from vitpos.data import augment, tensor_cache
 from vitpos.data.cifar10 import CLASSES, DatasetNotFoundError, load_imagefolder, load_official
 from vitpos.data.images import ImageDataModule
 from vitpos.data.shapes import make_shapes
@@ -57,7 +57,7 @@ def test_imagefolder_decodes_once_caches_and_rebuilds_when_files_change(tmp_path
     assert labels.tolist() == [c for c in range(10) for _ in range(2)]
     cache = tmp_path / ".vitpos-train-uint8.pt"
     assert cache.exists()
-    torch.save({"fingerprint": "stale", "images": images[:1], "labels": labels[:1]}, cache)
+    tensor_cache.save(cache, "stale", {"images": images[:1], "labels": labels[:1]})  # valid, for other files
     assert load_imagefolder(tmp_path, "train", progress=False)[0].shape[0] == 20  # stale cache rebuilt
     (tmp_path / "train" / "cat" / "0000.jpg").unlink()
     assert load_imagefolder(tmp_path, "train", progress=False)[0].shape[0] == 19

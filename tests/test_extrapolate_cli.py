@@ -2,9 +2,14 @@
 
 import csv
 
+import pytest
+from ckpt_factory import IMAGE as FAKE_IMAGE
+from ckpt_factory import SEQUENCE as FAKE_SEQUENCE
+from ckpt_factory import make_checkpoint
 from conftest import CONFIGS
 from hydra import compose, initialize_config_dir
 
+from vitpos import extrapolate_cli
 from vitpos.extrapolate_cli import main
 from vitpos.train import train
 
@@ -31,19 +36,82 @@ def test_several_image_checkpoints_in_one_table_and_plot(tmp_path, capsys):
     out = tmp_path / "report"
     main([f"ckpt={tmp_path}/shapes", "resolutions=[16,32,48]", "strategies=all", f"out={out}", "device=cpu"])
     rows = read(out / "extrapolation.csv")
-    assert {r["run"] for r in rows} == {"rope_2d/seed0", "learned_1d/seed0"}
-    assert {r["strategy"] for r in rows if r["run"] == "rope_2d/seed0"} == {
+    runs = {r["run"] for r in rows}  # run folders relative to ckpt=: [<model>/]<label>[-<hash>]/seed0
+    rope = next(r for r in runs if "rope_2d" in r)
+    assert len(runs) == 2 and any("learned_1d" in r for r in runs) and rope.endswith("/seed0")
+    assert {r["strategy"] for r in rows if r["run"] == rope} == {
         "extrapolate", "interpolate", "ntk", "dynamic", "yarn"}  # fmt: skip
     assert {int(r["size"]) for r in rows} == {16, 32, 48}
-    at32 = {float(r["acc"]) for r in rows if r["run"] == "rope_2d/seed0" and r["size"] == "32"}
+    at32 = {float(r["acc"]) for r in rows if r["run"] == rope and r["size"] == "32"}
     assert len(at32) == 1  # every strategy is the identity at the training resolution
     assert (out / "extrapolation.png").stat().st_size > 0
-    assert "rope_2d/seed0" in capsys.readouterr().out
+    assert rope in capsys.readouterr().out
 
 
 def test_sequence_checkpoint_by_length(tmp_path):
     run(tmp_path, "encoding=alibi", *SEQUENCES)
     out = tmp_path / "report"
-    main([f"ckpt={tmp_path}/seq_copy/alibi/seed0/checkpoints/last.ckpt", "lengths=[32,128]", f"out={out}"])
+    (ckpt,) = (tmp_path / "seq_copy").rglob("last.ckpt")
+    assert main([f"ckpt={ckpt}", "lengths=[32,128]", f"out={out}"]) == 0
     rows = read(out / "extrapolation.csv")
     assert [(r["kind"], r["size"]) for r in rows] == [("len", "32"), ("len", "128")]
+
+
+@pytest.fixture(scope="module")
+def fakes(tmp_path_factory):
+    """Untrained image and sequence checkpoints (no training: the CLI's plumbing is under test)."""
+    root = tmp_path_factory.mktemp("fakes")
+    return (make_checkpoint(root / "images" / "rope_2d" / "seed0", "encoding=rope_2d", *FAKE_IMAGE),
+            make_checkpoint(root / "seqs" / "alibi" / "seed0", "encoding=alibi", *FAKE_SEQUENCE))  # fmt: skip
+
+
+def test_options_of_the_other_task_are_refused(fakes, tmp_path, capsys):
+    image, sequence = fakes
+    assert main([f"ckpt={sequence}", "resolutions=[16,32]", f"out={tmp_path}", "device=cpu"]) == 1
+    assert "resolutions= does not apply to a sequence checkpoint; pass lengths=" in capsys.readouterr().err
+    assert main([f"ckpt={image}", "lengths=[32]", f"out={tmp_path}", "device=cpu"]) == 1
+    assert "lengths= does not apply to an image checkpoint; pass resolutions=" in capsys.readouterr().err
+    assert not (tmp_path / "extrapolation.csv").exists()
+
+
+@pytest.mark.parametrize("which, option", [(0, "resolutions=[16,4096]"), (1, "lengths=[32,100000]")])
+def test_sizes_beyond_memory_are_refused_up_front(fakes, tmp_path, capsys, monkeypatch, which, option):
+    monkeypatch.setattr(extrapolate_cli, "evaluate_sizes", pytest.fail)  # nothing may be evaluated
+    assert main([f"ckpt={fakes[which]}", option, f"out={tmp_path}", "device=cpu"]) == 1
+    err = capsys.readouterr().err
+    assert f"{option.split('=')[0]}: {option.split(',')[1][:-1]} is refused" in err and "GiB" in err
+    assert "data.eval_batch_size" in err
+
+
+def test_a_failing_size_keeps_what_was_computed(fakes, tmp_path, capsys, monkeypatch):
+    """Results are on disk before the next size runs; a size that fails is listed, the rest go on."""
+    real, out = extrapolate_cli.evaluate_sizes, tmp_path / "out"
+
+    def evaluate(module, datamodule, sizes, *args, **kw):
+        if sizes == [24]:
+            assert {r["size"] for r in read(out / "extrapolation.csv")} == {"16"}  # written already
+            raise RuntimeError("DefaultCPUAllocator: not enough memory")
+        return real(module, datamodule, sizes, *args, **kw)
+
+    monkeypatch.setattr(extrapolate_cli, "evaluate_sizes", evaluate)
+    code = main([f"ckpt={fakes[0]}", "resolutions=[16,24,32]", "strategies=default", f"out={out}", "device=cpu"])
+    assert code == 1
+    assert [r["size"] for r in read(out / "extrapolation.csv")] == ["16", "32"]
+    assert "resolutions=24: RuntimeError: DefaultCPUAllocator: not enough memory" in capsys.readouterr().err
+    assert (out / "extrapolation.png").is_file()
+
+
+def test_a_corrupt_checkpoint_in_a_folder_does_not_stop_the_others(fakes, tmp_path, capsys):
+    image, _ = fakes
+    bad = tmp_path / "runs" / "bad" / "seed0" / "checkpoints" / "last.ckpt"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(image.read_bytes()[:5000])
+    good = tmp_path / "runs" / "good" / "seed0" / "checkpoints" / "last.ckpt"
+    good.parent.mkdir(parents=True)
+    good.write_bytes(image.read_bytes())
+    out = tmp_path / "out"
+    assert main([f"ckpt={tmp_path / 'runs'}", "resolutions=[16]", "strategies=default", f"out={out}",
+                 "device=cpu"]) == 1  # fmt: skip
+    assert [r["run"] for r in read(out / "extrapolation.csv")] == ["good/seed0"]
+    err = capsys.readouterr().err
+    assert "1 failed" in err and f"ckpt={bad}: not a readable checkpoint" in err

@@ -69,6 +69,51 @@ def test_position_interpolation_maps_extremes_onto_the_training_extremes():
     torch.testing.assert_close(seq, torch.arange(128.0) / 2)  # positions / s with s = 2
 
 
+def test_align_ratio_maps_positions_by_the_size_ratio_and_leaves_sequences_alone():
+    torch.testing.assert_close(axis_positions(8, 4, True, True, "ratio"), torch.arange(8.0) / 2)
+    torch.testing.assert_close(axis_positions(8, 4, True, True, "corners"), torch.arange(8.0) * 3 / 7)
+    torch.testing.assert_close(axis_positions(128, 64, True, False, "corners"), torch.arange(128.0) / 2)
+    pe = make_encoding("sincos_2d", strategy="interpolate", align="ratio")
+    corners = make_encoding("sincos_2d", strategy="interpolate")
+    cpu = torch.device("cpu")
+    assert not torch.allclose(pe.table_for((8, 8), cpu), corners.table_for((8, 8), cpu))
+
+
+@pytest.mark.parametrize(
+    "name,option,fix",
+    [
+        ("sincos_2d", {"align": "center"}, "encoding.align"),
+        ("rope_2d", {"align": "center"}, "encoding.align"),
+        ("rope_2d_mixed", {"align": "center"}, "encoding.align"),
+        ("learned_1d", {"antialias": "never"}, "encoding.antialias"),
+        ("learned_2d", {"antialias": "never"}, "encoding.antialias"),
+        ("rope_2d", {"yarn_ramp": "paper"}, "encoding.yarn_ramp"),
+    ],
+)
+def test_bad_resize_options_name_the_option_and_the_valid_values(name, option, fix):
+    with pytest.raises(ValueError, match=fix):
+        make_encoding(name, **option)
+
+
+@pytest.mark.parametrize("old,new", [((8, 8), (4, 4)), ((8, 8), (6, 6)), ((4, 4), (8, 8)), ((6, 6), (3, 9))])
+def test_learned_2d_resizes_like_the_full_table(old, new):
+    # the row/column tables resized on their own equal the full table resized bicubically,
+    # so a smaller grid keeps one distinct row vector per row (issue 9)
+    pe = make_encoding("learned_2d", grid=old)
+    full = pe.table_for(old).detach()
+    torch.testing.assert_close(pe.table_for(new), fn.resample_table_2d(full, old, new), rtol=1e-5, atol=1e-5)
+    rows = pe.table_for(new).reshape(*new, -1)[:, 0, :16]
+    assert torch.cdist(rows, rows).add(torch.eye(new[0])).min() > 1e-3
+
+
+@pytest.mark.parametrize("old,new", [((8, 8), (4, 1)), ((8, 8), (1, 4)), ((4, 4), (8, 1)), ((6, 1), (3, 1))])
+def test_resize_to_a_single_column_or_row_is_not_the_first_row(old, new):
+    table = torch.randn(old[0] * old[1], 4)
+    out = fn.resample_table_2d(table, old, new).reshape(*new, 4)
+    flat = out.reshape(-1, 4)
+    assert (flat[1:] - flat[0]).abs().amax(-1).min() > 1e-3  # distinct outputs along the long axis
+
+
 def test_rope_interpolate_on_images_rotates_the_last_token_like_the_trained_last_one():
     pe = make_encoding("rope_2d", grid=(4, 4), strategy="interpolate")
     trained = pe.rotation((4, 4), 0, torch.device("cpu"))

@@ -111,13 +111,35 @@ def test_dynamic_is_plain_rope_up_to_the_training_length_then_ntk():
     assert torch.allclose(rope("dynamic", scale=8.0).rotation((96,), 0, "cpu"), rope("ntk").rotation((96,), 0, "cpu"))
 
 
-def test_yarn_frequencies_match_hand_computed_values():
+def test_yarn_paper_ramp_matches_hand_computed_values():
     # Dh = 16, base 10^4, training length 1024, s = 4, beta 32 / 1: turns r_i = 1024 * theta_i / (2 pi)
     # = 163, 51.5 (kept), 16.3, 5.15, 1.63 (ramp: gamma = (r - 1) / 31), 0.52, 0.16, 0.05 (divided by 4)
-    got = fn.yarn_inv_freq(INV_FREQ, 4.0, 1024)
+    got = fn.yarn_inv_freq(INV_FREQ, 4.0, 1024, ramp="turns")
     expected = torch.tensor([1.0, 0.316228, 0.06201, 0.0110836, 0.00265236, 0.000790569, 0.00025, 7.90569e-05])
     assert torch.allclose(got, expected, rtol=1e-4)
-    assert torch.equal(fn.yarn_inv_freq(INV_FREQ, 1.0, 1024), INV_FREQ)
+    assert torch.equal(fn.yarn_inv_freq(INV_FREQ, 1.0, 1024, ramp="turns"), INV_FREQ)
+
+
+def test_yarn_released_ramp_matches_hand_computed_values():
+    # pair index where r = beta: i = 16 ln(1024 / (2 pi beta)) / (2 ln 10^4): 1.41 -> floor 1 (beta 32),
+    # 4.42 -> ceil 5 (beta 1); gamma = 1 - clamp((i - 1) / 4) = 1, 1, .75, .5, .25, 0, 0, 0
+    assert fn.yarn_correction_range(8, 1e4, 1024, 32.0, 1.0) == (1, 5)
+    got = fn.yarn_inv_freq(INV_FREQ, 4.0, 1024, base=1e4)
+    expected = torch.tensor([1.0, 0.316228, 0.08125, 0.0197642, 0.004375, 0.000790569, 0.00025, 7.90569e-05])
+    assert torch.allclose(got, expected, rtol=1e-5)
+    assert torch.equal(fn.yarn_inv_freq(INV_FREQ, 1.0, 1024, base=1e4), INV_FREQ)
+    with pytest.raises(ValueError, match="encoding.yarn_ramp"):
+        fn.yarn_inv_freq(INV_FREQ, 4.0, 1024, ramp="paper")
+    with pytest.raises(ValueError, match="valid: index .* turns"):
+        rope("yarn", yarn_ramp="paper")
+
+
+@pytest.mark.parametrize("ramp", ["index", "turns"])
+def test_rope_1d_yarn_module_uses_the_chosen_ramp(ramp):
+    ctx = EncodingContext(dim=4 * HEAD_DIM, num_heads=4, depth=2, grid=(1024,))
+    rot = rope("yarn", ctx=ctx, yarn_ramp=ramp).rotation((4096,), 0, "cpu")
+    freqs = fn.yarn_inv_freq(INV_FREQ, 4.0, 1024, ramp=ramp, base=1e4)
+    torch.testing.assert_close(rot[1] / rot[1].abs(), torch.polar(torch.ones(8), freqs))
 
 
 def test_yarn_attention_factor_and_module():
@@ -127,7 +149,7 @@ def test_yarn_attention_factor_and_module():
     ctx = EncodingContext(dim=4 * HEAD_DIM, num_heads=4, depth=2, grid=(1024,))
     rot = rope("yarn", ctx=ctx).rotation((4096,), 0, "cpu")
     mag = 0.1 * math.log(4) + 1  # applied to q and k alike: logits scale by mag^2
-    expected = plain_rotation(torch.arange(4096), fn.yarn_inv_freq(INV_FREQ, 4.0, 1024), mag)
+    expected = plain_rotation(torch.arange(4096), fn.yarn_inv_freq(INV_FREQ, 4.0, 1024, base=1e4), mag)
     assert torch.allclose(rot, expected, atol=1e-4)
     assert torch.allclose(rot.abs(), torch.full(rot.shape, mag), atol=1e-5)
 

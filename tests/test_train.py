@@ -6,6 +6,7 @@ from conftest import CONFIGS, require_cifar
 from hydra import compose, initialize_config_dir
 
 from vitpos.encodings import list_encodings
+from vitpos.runs import run_dir
 from vitpos.tasks.classification import ImageClassifier
 from vitpos.train import train
 
@@ -33,28 +34,41 @@ def test_cls_pooling_and_a_combination_from_the_command_line(tmp_path):
 
 
 def test_short_run_writes_events_checkpoints_and_resumes(tmp_path):
-    cfg = config(tmp_path, "encoding=rope_2d", "trainer.max_epochs=1", "eval.resolutions=[24]", *SHAPES_TINY)
-    train(cfg)
-    run = tmp_path / "shapes" / "rope_2d" / "seed0"
-    assert list(run.glob("events.out.tfevents.*"))
-    last = run / "checkpoints" / "last.ckpt"
-    assert last.exists() and list(run.glob("checkpoints/best-*.ckpt"))
+    cfg = config(tmp_path, "encoding=rope_2d", "trainer.max_epochs=2", "eval.resolutions=[24]", *SHAPES_TINY)
+    run = run_dir(cfg)  # runs/shapes/vit_micro/rope_2d-<hash>/seed0
+    assert run.relative_to(tmp_path).parts[:2] == ("shapes", "vit_micro")
+    # an interrupted run: a 1-epoch run's last.ckpt (another folder: another config) placed as
+    # this run's last.ckpt, its weights marked; the run continues from it and the mark survives epoch 2
+    short = config(tmp_path, "encoding=rope_2d", "trainer.max_epochs=1", "eval.resolutions=[24]", *SHAPES_TINY)
+    assert run_dir(short) != run
+    train(short)
+    assert list(run_dir(short).glob("events.out.tfevents.*"))
+    last = run_dir(short) / "checkpoints" / "last.ckpt"
+    assert last.exists() and list(run_dir(short).glob("checkpoints/best-*.ckpt"))
     module = ImageClassifier.load_from_checkpoint(last, map_location="cpu")  # the model alone, from plain config
     assert module.model.pos.name == "rope_2d"
     assert module(torch.zeros(1, 3, 32, 32)).shape == (1, 4)
-    # an interrupted run continues from last.ckpt: mark its weights and see the mark survive epoch 2
-    state = torch.load(last, weights_only=False)
+    state = torch.load(last, weights_only=True)
     first_step = state["global_step"]
     state["state_dict"]["model.head.bias"].fill_(1000.0)
-    torch.save(state, last)
-    train(config(tmp_path, "encoding=rope_2d", "trainer.max_epochs=2", "eval.resolutions=[24]", *SHAPES_TINY))
-    resumed = torch.load(last, weights_only=False)
+    (run / "checkpoints").mkdir(parents=True)
+    torch.save(state, run / "checkpoints" / "last.ckpt")
+    train(cfg)
+    resumed = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert resumed["global_step"] == 2 * first_step
     assert resumed["state_dict"]["model.head.bias"].min() > 900  # started from the checkpoint, not from scratch
-    with pytest.raises(ValueError, match="another configuration"):  # auto never continues a different run
-        train(config(tmp_path, "encoding=rope_2d", "model.depth=2", *SHAPES_TINY))
+    assert run_dir(config(tmp_path, "encoding=rope_2d", "model.depth=2", *SHAPES_TINY)) != run  # never shared
     with pytest.raises(FileExistsError, match="resume=auto"):
-        train(config(tmp_path, "encoding=rope_2d", "resume=false", *SHAPES_TINY))
+        train(
+            config(
+                tmp_path,
+                "encoding=rope_2d",
+                "trainer.max_epochs=2",
+                "eval.resolutions=[24]",
+                "resume=false",
+                *SHAPES_TINY,
+            )
+        )
 
 
 @pytest.mark.slow
@@ -80,9 +94,7 @@ def test_same_seed_same_run_on_cpu(tmp_path):
             tmp_path / root, "encoding=rope_2d_mixed", "trainer.max_epochs=1", "eval.resolutions=[]", *SHAPES_TINY
         )
         train(cfg)
-        states.append(
-            torch.load(tmp_path / root / "shapes/rope_2d_mixed/seed0/checkpoints/last.ckpt", weights_only=False)
-        )
+        states.append(torch.load(run_dir(cfg) / "checkpoints" / "last.ckpt", weights_only=True))
     for name, value in states[0]["state_dict"].items():
         assert torch.equal(value, states[1]["state_dict"][name]), name
 

@@ -154,7 +154,7 @@ def test_cli_on_a_fresh_model(tmp_path, capsys):
     assert written == sorted(
         ["attn_distance.csv", "attn_distance.png", "attn_maps.png", "pos_rope_logit.png", "pos_rope_mixed_freqs.png"]
     )
-    with pytest.raises(SystemExit, match="key=value"):
+    with pytest.raises(ValueError, match="bogus: unknown option"):  # vitpos.validate.UserError: exit 2 on the CLI
         viz_main(["encoding=rope_2d", "bogus=1"])
 
 
@@ -177,3 +177,45 @@ def test_cli_on_a_checkpoint(tmp_path, capsys):
     assert viz_main([f"ckpt={ckpt}", f"out={tmp_path / 'viz'}", "n_images=2"]) == 0
     assert "random images" in capsys.readouterr().out
     assert (tmp_path / "viz" / "pos_similarity.png").is_file()
+
+
+@pytest.mark.parametrize(
+    "encoding, expected",
+    [("alibi", ["pos_bias.png"]), ("rope_1d", ["pos_rope_logit.png"]),
+     ("sincos_1d", ["pos_similarity.png", "pos_table.png"]), ("none", [])],
+)  # fmt: skip
+def test_cli_on_a_sequence_checkpoint(tmp_path, capsys, encoding, expected):
+    """1D pictures of a sequence run (this used to fail with KeyError: 'img_size')."""
+    from ckpt_factory import SEQUENCE, make_checkpoint
+
+    ckpt = make_checkpoint(tmp_path / "run", f"encoding={encoding}", *SEQUENCE)
+    out = tmp_path / "viz"
+    assert viz_main([f"ckpt={ckpt}", f"out={out}"]) == 0
+    text = capsys.readouterr().out
+    assert "sequence model" in text
+    assert sorted(p.name for p in out.iterdir()) == expected if expected else not out.exists()
+    if not expected:
+        assert "has no table, rotation or bias to draw" in text
+
+
+def test_colour_scale_fits_the_values_shown():
+    from vitpos.viz.render import colour_scale
+
+    assert colour_scale(np.array([0.6, 0.8, 1.0]))[:3] == (0.6, 1.0, "viridis")  # one-signed: min..max
+    vmin, vmax, cmap, text = colour_scale(np.array([-0.2, 0.5, np.nan]))
+    assert (vmin, vmax, cmap) == (-0.5, 0.5, "RdBu_r") and text == "range -0.2 to 0.5, centred on 0"
+    lo, hi, _, _ = colour_scale(np.array([0.3, 0.3]))
+    assert lo < 0.3 < hi  # a constant still gets a span
+
+
+def test_sincos_similarity_picture_uses_the_whole_colour_range():
+    """sincos_2d similarities lie in about 0.7..1: with a -1..1 scale the tiles were one colour."""
+    pe = create_encoding("sincos_2d", EncodingContext(dim=192, num_heads=3, depth=1, grid=(8, 8)))
+    sim = viz.position_similarity_data(pe)
+    assert sim.min() > 0.5  # the premise: one-signed and far from -1
+    img = viz.position_similarity(pe).reshape(-1, 3)
+    import matplotlib
+
+    ends = np.array(matplotlib.colormaps["viridis"]([0.0, 1.0])[:, :3] * 255)
+    for colour in ends:  # both ends of the colour map appear: the scale spans the data
+        assert (np.abs(img.astype(float) - colour).sum(1) < 12).any()

@@ -1,125 +1,73 @@
-"""Turn a folder of TensorBoard runs into one table and a few plots.
+"""Turn a folder of runs into tables and a few plots.
 
-    python -m vitpos.compare runs/ [--out runs/report]
+usage: python -m vitpos.compare RUNS_DIR [--out DIR] [--multirun DIR ...]
 
-Runs are laid out as ``RUNS_DIR/<task>/<label>/seed<k>/`` (label: the encoding
-name, then ``@strategy`` for a non-default strategy; combinations join parts
-with ``+``), each holding the event files of Lightning's ``TensorBoardLogger``
-(possibly inside ``version_*/``). Every run is read with TensorBoard's own
-reader; a run is *complete* when it logged ``test/acc``.
-Incomplete runs are listed with the reason, never silently dropped, and are
-left out of the means (their validation curves are still drawn).
+A *run* is any folder below ``RUNS_DIR`` that holds TensorBoard event files
+(possibly inside ``version_*/``) or a ``metrics.json``, or is named
+``seed<k>``, at any depth: ``runs/<group>/<model>/<label>-<hash>/seed<k>`` as
+well as the older ``runs/<group>/<label>/seed<k>``. Its task (group), model and
+label come from the folder names and from the config saved in its
+``hparams.yaml``; its training budget (data size, epochs) from that config.
+Scalars are read with TensorBoard's own reader. A run is *complete* when it
+logged ``test/acc``; *diverged* when its ``metrics.json`` says so or its
+``train/loss`` went non-finite; incomplete or failed otherwise. Only complete
+runs enter the means; every other run is listed with its reason, never dropped.
 
-Writes ``report.md`` (one table per task, mean ± std over seeds), ``report.csv``
-(one row per (task, label), ``<metric>_mean``/``<metric>_std`` columns) and
-``val_acc_curves.png``, ``acc_vs_resolution.png``, ``acc_vs_length.png``.
+Hydra multirun job folders (``multirun/<date>/<time>/<n>/`` with
+``.hydra/overrides.yaml``), found below ``RUNS_DIR`` or given with
+``--multirun``, are listed with their overrides; a job whose log holds an
+error is listed as failed with its error line, even when it failed before its
+run folder existed (its saved config is then checked again to name the error).
+``RUNS_DIR`` may be a multirun folder itself: the run folders its jobs trained
+in (computed from each job's config) are reported.
+
+Writes ``report.md`` (accuracies in %, "mean ± std (n seeds)", one section per
+task, model and budget; extrapolation as one table per strategy),
+``report.csv`` (one row per task/model/budget/label, fractions,
+``<metric>_mean``/``<metric>_std`` columns), ``runs.csv`` (one row per run,
+with its status) and ``val_acc_curves.png``, ``acc_vs_resolution.png``,
+``acc_vs_length.png``.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 import pandas as pd
-import yaml
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from vitpos.tables import markdown_table as render_markdown
-
-EXTRAP = re.compile(r"^test/acc@(res|len)(\d+)(?:/(.+))?$")  # test/acc@res48, test/acc@len256/ntk
-SEED_DIR = re.compile(r"^seed(\d+)$")
-PARAM_KEYS = ("params", "num_params", "n_params")
-
-
-@dataclass
-class Run:
-    """One seed of one (task, label): its scalars as (wall_time, step, value) rows."""
-
-    task: str
-    label: str
-    seed: int
-    path: Path
-    scalars: dict[str, pd.DataFrame] = field(default_factory=dict)
-    hparams: dict = field(default_factory=dict)
-    error: str | None = None
-
-    def last(self, tag: str) -> float | None:
-        s = self.scalars.get(tag)
-        return None if s is None or s.empty else float(s["value"].iloc[-1])
-
-
-# ------------------------------------------------------------------- reading
-def find_runs(runs_dir: Path) -> list[Run]:
-    """Every ``<task>/<label>/seed<k>`` folder under ``runs_dir`` (or ``<label>/seed<k>``
-    when ``runs_dir`` is itself one task's folder)."""
-    runs = []
-    for pattern, task_of in (("*/*/seed*", lambda p: p.parent.parent.name), ("*/seed*", lambda p: runs_dir.name)):
-        for path in sorted(runs_dir.glob(pattern)):
-            m = SEED_DIR.match(path.name)
-            if m and path.is_dir():
-                runs.append(Run(task_of(path), path.parent.name, int(m.group(1)), path))
-        if runs:
-            break
-    return runs
-
-
-def read_scalars(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """All scalars of all event files below ``run_dir``, merged and ordered by wall time."""
-    rows = []
-    for f in sorted(run_dir.rglob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags()["scalars"]:
-            rows += [(tag, e.wall_time, e.step, e.value) for e in acc.Scalars(tag)]
-    df = pd.DataFrame(rows, columns=["tag", "wall_time", "step", "value"])
-    df = df.sort_values(["wall_time", "step"], kind="stable")
-    return {tag: g.drop(columns="tag").reset_index(drop=True) for tag, g in df.groupby("tag", sort=False)}
-
-
-def read_hparams(run_dir: Path) -> dict:
-    for f in sorted(run_dir.rglob("hparams.yaml")):
-        try:
-            return yaml.safe_load(f.read_text()) or {}
-        except yaml.YAMLError:
-            continue
-    return {}
-
-
-def find_param_count(hparams, depth: int = 0) -> float | None:
-    """A number logged as ``params`` (or ``num_params``) anywhere in the hparams."""
-    if not isinstance(hparams, dict) or depth > 5:
-        return None
-    for key in PARAM_KEYS:
-        if isinstance(hparams.get(key), (int, float)):
-            return float(hparams[key])
-    for value in hparams.values():
-        found = find_param_count(value, depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-def load_run(run: Run) -> Run:
-    try:
-        run.scalars, run.hparams = read_scalars(run.path), read_hparams(run.path)
-    except Exception as err:  # noqa: BLE001  (a corrupt file must not hide the other runs)
-        run.error = f"could not read its event files: {err}"
-    return run
+from vitpos.compare_plots import plot_extrapolation, plot_val_curves
+from vitpos.compare_read import Run, find_jobs, find_param_count, find_runs, load_run, runs_of_jobs
+from vitpos.compare_report import EXTRAP, markdown_report
 
 
 # --------------------------------------------------------------- summarizing
+def divergence(run: Run) -> str | None:
+    """Why the run counts as diverged, or None."""
+    status = run.status or {}
+    if status.get("status") == "diverged":
+        why = status.get("reason") or status.get("message") or status.get("error")
+        return f"diverged: {why}" if why else "diverged (metrics.json)"
+    if (run.last("run/diverged") or 0) > 0:  # the divergence guard's scalar
+        return "diverged (run/diverged logged)"
+    loss = run.scalars.get("train/loss")
+    if loss is not None and not np.isfinite(loss["value"].to_numpy()).all():
+        step = int(loss["step"][~np.isfinite(loss["value"].to_numpy())].iloc[0])
+        return f"diverged: train/loss non-finite from step {step}"
+    if "test/acc" in run.scalars and not math.isfinite(run.last("test/acc")):
+        return "diverged: test/acc is NaN"
+    return None
+
+
 def summarize(run: Run) -> dict:
-    """One row per run: final test scalars, best/final val/acc, completeness."""
-    row = {"task": run.task, "label": run.label, "seed": run.seed, "path": str(run.path)}
-    if run.error is None and not run.scalars:
+    """One row per run: final test scalars, best/final val/acc, status and reason."""
+    row = {"task": run.task, "model": run.model, "budget": run.budget, "label": run.label,
+           "seed": run.seed, "path": str(run.path)}  # fmt: skip
+    status = run.status or {}
+    if run.error is None and not run.scalars and not status:
         run.error = "no scalars (no event files, or nothing logged yet)"
     val = run.scalars.get("val/acc")
     if val is not None and not val.empty:
@@ -127,16 +75,27 @@ def summarize(run: Run) -> dict:
     for tag in run.scalars:
         if tag.startswith("test/"):
             row[tag] = run.last(tag)
+    for tag, value in (status.get("metrics") or {}).items():  # what the event files lack
+        if tag.startswith(("test/", "val/acc_best")) and tag not in row and isinstance(value, (int, float)):
+            row[tag] = float(value)
     params = next((v for v in (run.last("params"), run.last("hp/params")) if v is not None), None)
     row["params"] = params if params is not None else find_param_count(run.hparams)
-    row["complete"] = run.error is None and "test/acc" in run.scalars
+    diverged = divergence(run) if run.error is None else None
     if run.error is not None:
-        row["reason"] = run.error
-    elif not row["complete"]:
+        row["status"], row["reason"] = "failed", run.error
+    elif diverged:
+        row["status"], row["reason"] = "diverged", diverged
+    elif "test/acc" in row and status.get("status", "complete") == "complete":
+        row["status"] = "complete"
+    else:
         epoch, steps = run.last("epoch"), [int(s["step"].max()) for s in run.scalars.values()]
+        row["status"] = "incomplete"
         row["reason"] = (
-            f"no test/acc; last epoch {int(epoch)}" if epoch is not None else f"no test/acc; last step {max(steps)}"
-        )
+            f"status {status['status']!r} in metrics.json" if status.get("status") not in (None, "complete")
+            else f"no test/acc; last epoch {int(epoch)}" if epoch is not None
+            else f"no test/acc; last step {max(steps)}" if steps else "no test/acc"
+        )  # fmt: skip
+    row["complete"] = row["status"] == "complete"
     return row
 
 
@@ -149,186 +108,82 @@ def metric_order(name: str) -> tuple:
     return (0, fixed.index(name), "") if name in fixed else (4, 0, name)
 
 
+KEYS = ["task", "model", "budget", "label"]
+
+
 def aggregate(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean and std (ddof=1; 0 for a single seed) over the complete seeds of every (task, label)."""
+    """Mean and std (ddof=1; 0 for a single seed) over the complete seeds of every (task, model, budget, label)."""
     done = rows[rows["complete"]]
     metrics = sorted(
         (c for c in done.columns if c.startswith(("val/", "test/")) and done[c].notna().any()), key=metric_order
     )
     metrics += ["params"] if "params" in done and done["params"].notna().any() else []
     out = []
-    for (task, label), g in done.groupby(["task", "label"], sort=True):
-        rec = {"task": task, "label": label, "seeds": len(g), "seed_list": " ".join(map(str, sorted(g["seed"])))}
+    for key, g in done.groupby(KEYS, sort=True):
+        seeds = sorted(s for s in g["seed"] if s is not None and not pd.isna(s))
+        rec = {**dict(zip(KEYS, key)), "seeds": len(g), "seed_list": " ".join(str(int(s)) for s in seeds)}
         for m in metrics:
             v = g[m].dropna().to_numpy(dtype=float)
             rec[f"{m}_mean"] = v.mean() if len(v) else math.nan
             rec[f"{m}_std"] = v.std(ddof=1) if len(v) >= 2 else (0.0 if len(v) else math.nan)
         out.append(rec)
-    return pd.DataFrame(out, columns=None if out else ["task", "label", "seeds", "seed_list"])
-
-
-# ------------------------------------------------------------------ markdown
-def fmt(mean: float, std: float, seeds: int) -> str:
-    if mean is None or math.isnan(mean):
-        return ""
-    return f"{mean:.4f} ± {std:.4f}" if seeds >= 2 else f"{mean:.4f} ± —"
-
-
-def fmt_params(n: float) -> str:
-    if n is None or math.isnan(n):
-        return ""
-    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else f"{n:.0f}"
-
-
-def markdown_table(groups: pd.DataFrame) -> str:
-    """One task's groups as a Markdown table, best test/acc first."""
-    metrics = [c[: -len("_mean")] for c in groups.columns if c.endswith("_mean") and groups[c].notna().any()]
-    shown = ["val/acc_best", "test/acc"] + [m for m in metrics if EXTRAP.match(m)]
-    shown = [m for m in shown if m in metrics]
-    header = ["label", "seeds"] + (["params"] if "params" in metrics else [])
-    header += [
-        "val/acc (best)" if m == "val/acc_best" else m if m == "test/acc" else m.removeprefix("test/") for m in shown
-    ]
-    order = groups.sort_values(["test/acc_mean", "label"], ascending=[False, True]) if "test/acc" in metrics else groups
-    rows = []
-    for _, g in order.iterrows():
-        cells = [f"`{g['label']}`", str(g["seeds"])] + ([fmt_params(g["params_mean"])] if "params" in metrics else [])
-        rows.append(cells + [fmt(g[f"{m}_mean"], g[f"{m}_std"], g["seeds"]) for m in shown])
-    return render_markdown(header, rows)
-
-
-def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, notes: list[str]) -> str:
-    parts = ["# Results", "", "Mean ± std over complete seeds (std with ddof=1; — for a single seed)."]
-    for task in sorted(rows["task"].unique()):
-        g = groups[groups["task"] == task] if len(groups) else groups
-        parts += ["", f"## {task}", "", markdown_table(g) if len(g) else "_No complete runs._"]
-    bad = rows[~rows["complete"]].sort_values(["task", "label", "seed"])
-    parts += ["", "## Incomplete or failed runs", ""]
-    parts += [f"- `{r.task}/{r.label}/seed{r.seed}`: {r.reason}" for r in bad.itertuples()] or [
-        f"None: all {len(rows)} runs are complete."
-    ]
-    return "\n".join(parts + ([""] + notes if notes else []) + [""])
-
-
-# --------------------------------------------------------------------- plots
-def _save(fig: Figure, path: Path) -> None:
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=100)
-
-
-def _axes(n: int, title: str, width: float = 5.5) -> tuple[Figure, list]:
-    fig = Figure(figsize=(width * n, 4.8), layout="constrained")
-    fig.suptitle(title)
-    return fig, [fig.add_subplot(1, n, i + 1) for i in range(n)]
-
-
-def plot_val_curves(runs: list[Run], complete: set[tuple[str, str]], path: Path) -> bool:
-    """val/acc vs step, one line per label (mean over the seeds logged at that step), one panel per task;
-    dashed for labels without any complete seed."""
-    curves: dict[str, dict[str, list[pd.Series]]] = {}
-    for r in runs:
-        s = r.scalars.get("val/acc")
-        if s is not None and not s.empty:
-            series = s.drop_duplicates("step", keep="last").set_index("step")["value"]
-            curves.setdefault(r.task, {}).setdefault(r.label, []).append(series)
-    if not curves:
-        return False
-    fig, axes = _axes(len(curves), "val/acc (mean over seeds)")
-    for ax, (task, labels) in zip(axes, sorted(curves.items())):
-        for label, seeds in sorted(labels.items()):
-            mean = pd.concat(seeds, axis=1).sort_index().mean(axis=1)
-            done = (task, label) in complete
-            ax.plot(
-                mean.index,
-                mean.to_numpy(),
-                marker="." if len(mean) < 30 else None,
-                ls="-" if done else "--",
-                label=label if done else f"{label} (incomplete)",
-            )
-        ax.set(title=task, xlabel="step", ylabel="val/acc")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    _save(fig, path)
-    return True
-
-
-def plot_extrapolation(groups: pd.DataFrame, kind: str, path: Path) -> bool:
-    """Mean test accuracy vs resolution (``res``) or length (``len``), one line per label[/strategy]."""
-    points = []  # (task, line, x, mean, std)
-    for _, g in groups.iterrows():
-        for c in groups.columns:
-            m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
-            if m and m.group(1) == kind and not math.isnan(g[c]):
-                line = g["label"] + (f"/{m.group(3)}" if m.group(3) else "")
-                points.append((g["task"], line, int(m.group(2)), g[c], g[c.replace("_mean", "_std")]))
-    if not points:
-        return False
-    df = pd.DataFrame(points, columns=["task", "line", "x", "mean", "std"])
-    what = "resolution (pixels)" if kind == "res" else "sequence length"
-    fig, axes = _axes(df["task"].nunique(), f"test accuracy vs {what}", width=9.5)
-    for ax, (task, t) in zip(axes, df.groupby("task")):
-        labels = sorted({line.split("/")[0] for line in t["line"]})
-        colors = {label: matplotlib.colormaps["tab20"](i % 20) for i, label in enumerate(labels)}
-        for line, d in t.groupby("line"):
-            d = d.sort_values("x")
-            label, _, strategy = line.partition("/")
-            style = STRATEGY_STYLES.get(strategy, (0, (1, 1)))
-            ax.errorbar(d["x"], d["mean"], yerr=np.nan_to_num(d["std"]), marker="o", ms=3, capsize=2,
-                        color=colors[label], ls=style, label=line)  # fmt: skip
-        ax.set(title=task, xlabel=what, ylabel="test/acc")
-        ax.set_xticks(sorted(t["x"].unique()))
-        ax.grid(alpha=0.3)
-        columns = 1 + len(t["line"].unique()) // 24
-        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=columns)
-    _save(fig, path)
-    return True
-
-
-#: line style per strategy: the encoding's default solid, the others dashed or dotted
-STRATEGY_STYLES = {"": "-", "interpolate": "--", "clamp": "--", "ntk": "-.", "dynamic": (0, (3, 1, 1, 1, 1, 1)),
-                   "yarn": ":"}  # fmt: skip
+    return pd.DataFrame(out, columns=None if out else [*KEYS, "seeds", "seed_list"])
 
 
 # ----------------------------------------------------------------------- API
-def compare(runs_dir: str | Path, out_dir: str | Path | None = None) -> pd.DataFrame:
-    """Read every run under ``runs_dir``, write the report to ``out_dir``
-    (default ``runs_dir/report``) and return one row per (task, label)."""
+def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: list | None = None) -> pd.DataFrame:
+    """Read every run under ``runs_dir`` (and the Hydra jobs under ``runs_dir`` and
+    ``multirun``), write the report to ``out_dir`` (default ``runs_dir/report``) and
+    return one row per (task, model, budget, label)."""
     runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise FileNotFoundError(f"{runs_dir}: no such folder; pass the folder your runs are in (run.root, e.g. runs/)")
     out = Path(out_dir) if out_dir is not None else runs_dir / "report"
-    runs = [load_run(r) for r in find_runs(runs_dir)]
-    if not runs:
-        raise FileNotFoundError(f"no runs under {runs_dir}: expected folders {runs_dir}/<task>/<label>/seed<k>/")
-    rows = pd.DataFrame([summarize(r) for r in runs])
+    jobs = find_jobs([runs_dir, *map(Path, multirun or [])])
+    runs = find_runs(runs_dir, skip=out)
+    runs = [load_run(r) for r in runs + runs_of_jobs(jobs, runs)]  # a multirun folder: its jobs' runs too
+    if not runs and not jobs:
+        raise FileNotFoundError(
+            f"no runs under {runs_dir}: expected folders holding TensorBoard event files or metrics.json, "
+            "e.g. runs/<group>/<model>/<label>/seed<k>/"
+        )
+    empty = pd.DataFrame(columns=[*KEYS, "seed", "path", "status", "reason", "complete"])
+    rows = pd.DataFrame([summarize(r) for r in runs]) if runs else empty
+    rows["path"] = [Path(p).relative_to(runs_dir).as_posix() if Path(p).is_relative_to(runs_dir) else p
+                    for p in rows["path"]]  # fmt: skip
     groups = aggregate(rows)
     out.mkdir(parents=True, exist_ok=True)
     notes = []
-    stray = sorted(
-        {f.parent for f in runs_dir.rglob("events.out.tfevents.*") if not any(f.is_relative_to(r.path) for r in runs)}
-    )
-    if stray:
-        where = ", ".join(f"`{p.relative_to(runs_dir)}`" for p in stray[:10]) + (" ..." if len(stray) > 10 else "")
-        notes.append(f"_Ignored event files outside the <task>/<label>/seed<k>/ layout: {where}._")
     complete = set(zip(groups["task"], groups["label"]))
     if not plot_val_curves(runs, complete, out / "val_acc_curves.png"):
         notes.append("_No val/acc logged: val_acc_curves.png not drawn._")
     for kind, name in (("res", "acc_vs_resolution.png"), ("len", "acc_vs_length.png")):
         if not plot_extrapolation(groups, kind, out / name):
             notes.append(f"_No test/acc@{kind}* logged: {name} not drawn._")
-    report = markdown_report(rows, groups, notes)
+    report = markdown_report(rows, groups, jobs, notes)
     (out / "report.md").write_text(report)
     groups.to_csv(out / "report.csv", index=False)
+    rows.to_csv(out / "runs.csv", index=False)
     groups.attrs["report"] = report
     groups.attrs["runs"] = rows
+    groups.attrs["jobs"] = jobs
     return groups
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vitpos.compare", description=__doc__.split("\n")[0])
-    parser.add_argument("runs_dir", help="folder laid out as <task>/<label>/seed<k>/")
+    parser = argparse.ArgumentParser(
+        prog="python -m vitpos.compare",
+        usage="python -m vitpos.compare RUNS_DIR [--out DIR] [--multirun DIR ...]",
+        description="Turn a folder of runs into report.md (accuracy in %, mean ± std over seeds), "
+        "report.csv, runs.csv and plots.",
+    )
+    parser.add_argument("runs_dir", metavar="RUNS_DIR", help="folder of runs, at any depth (e.g. runs/cifar10)")
     parser.add_argument("--out", default=None, help="report folder (default: RUNS_DIR/report)")
+    parser.add_argument("--multirun", action="append", default=[], metavar="DIR",
+                        help="Hydra multirun folder whose jobs to list, failed ones with their error")  # fmt: skip
     args = parser.parse_args(argv)
     try:
-        groups = compare(args.runs_dir, args.out)
+        groups = compare(args.runs_dir, args.out, args.multirun)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -338,4 +193,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from vitpos.cli import run_main
+
+    run_main(main)  # a user error: one line, exit 2

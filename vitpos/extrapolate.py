@@ -15,6 +15,7 @@ prints a table and writes ``extrapolation.csv`` and ``extrapolation.png``.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 
@@ -54,14 +55,19 @@ def metric_name(kind: str, size: int, strategy: str, default: str) -> str:
     return name if strategy == default else f"{name}/{strategy}"
 
 
-@torch.no_grad()
-def evaluate_sizes(module, datamodule, sizes, strategies, kind: str, device=None, progress=True) -> dict[str, float]:
+@torch.inference_mode()
+def evaluate_sizes(
+    module, datamodule, sizes, strategies, kind: str, device=None, progress=True, max_batches: int | None = None
+) -> dict[str, float]:
     """Accuracy (and loss) of ``module`` for every strategy x size.
 
     ``module`` provides ``encoding`` and ``evaluate_batch(batch) -> (loss_sum,
     correct, count)``; ``datamodule`` provides ``test_dataloader_at(size)`` and
     optionally ``prepare_batch(batch, train=False)``. A strategy that refuses a
-    size records NaN and its reason is printed.
+    size records NaN and its reason is printed. ``max_batches``: only the first
+    that many test batches per size (smoke runs: ``fast_dev_run``, ``debug=fast``);
+    None = the whole test set. Runs under ``torch.inference_mode`` with the
+    datamodule's eval batch size.
     """
     from tqdm.auto import tqdm
 
@@ -81,7 +87,7 @@ def evaluate_sizes(module, datamodule, sizes, strategies, kind: str, device=None
             loss_sum, correct, count = 0.0, 0, 0
             name = metric_name(kind, size, strategy, default)
             try:
-                for batch in datamodule.test_dataloader_at(size):
+                for batch in itertools.islice(datamodule.test_dataloader_at(size), max_batches):
                     batch = move_data_to_device(batch, device)
                     if prepare is not None:
                         batch = prepare(batch, train=False)
@@ -99,16 +105,19 @@ def evaluate_sizes(module, datamodule, sizes, strategies, kind: str, device=None
     return results
 
 
-def evaluate_module(module, datamodule, eval_cfg, kind: str, device=None) -> dict[str, float]:
+def evaluate_module(module, datamodule, eval_cfg, kind: str, device=None, max_batches=None) -> dict[str, float]:
     """The end-of-training evaluation configured by ``eval``: ``eval.resolutions``
-    for images (``kind="res"``) or ``eval.lengths`` for sequences (``kind="len"``)."""
+    for images (``kind="res"``) or ``eval.lengths`` for sequences (``kind="len"``);
+    ``eval.max_batches`` (else the argument) caps the test batches per size."""
     sizes = (eval_cfg or {}).get("resolutions" if kind == "res" else "lengths")
     if not sizes:
         return {}
     strategies = choose_strategies(module.encoding, eval_cfg.get("strategies", "default"))
-    return evaluate_sizes(module, datamodule, list(sizes), strategies, kind, device)
+    max_batches = (eval_cfg or {}).get("max_batches") or max_batches
+    return evaluate_sizes(module, datamodule, list(sizes), strategies, kind, device, max_batches=max_batches)
 
 if __name__ == "__main__":
+    from vitpos.cli import run_main
     from vitpos.extrapolate_cli import main
 
-    main()
+    run_main(main)  # a user error: one line, exit 2; failed checkpoints: exit 1

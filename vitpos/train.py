@@ -17,26 +17,11 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
+from vitpos.console import progress_bar, quiet_console, summary_line
+from vitpos.runs import next_commands, run_dir, run_label
+from vitpos.validate import validate
+
 log = logging.getLogger("vitpos")
-
-
-def run_label(cfg: DictConfig) -> str:
-    """The run's name in TensorBoard: the encoding (combination parts joined by
-    '+'), then ``@strategy`` when that is not the encoding's default."""
-    if cfg.run.get("label"):
-        return str(cfg.run.label)
-    enc = cfg.encoding
-    label = "+".join(enc.parts) if enc.name == "combo" else enc.name
-    from vitpos.encodings import get_encoding_class
-
-    strategy = enc.get("strategy")
-    if strategy and enc.name != "combo" and strategy != get_encoding_class(enc.name).strategies[0]:
-        label += f"@{strategy}"
-    return label
-
-
-def run_dir(cfg: DictConfig) -> Path:
-    return Path(cfg.run.root) / str(cfg.run.group) / run_label(cfg) / f"seed{cfg.seed}"
 
 
 def build(cfg: DictConfig):
@@ -47,7 +32,7 @@ def build(cfg: DictConfig):
         from vitpos.tasks.classification import ImageClassifier
 
         data_opts = {k: v for k, v in OmegaConf.to_container(cfg.data, resolve=True).items() if k != "num_classes"}
-        datamodule = ImageDataModule(**data_opts)
+        datamodule = ImageDataModule(**data_opts, shuffle_seed=int(cfg.seed))  # batch order from (seed, epoch)
         plain = OmegaConf.to_container(cfg, resolve=True)
         plain["data"]["num_classes"] = datamodule.num_classes
         return ImageClassifier(plain), datamodule
@@ -77,9 +62,9 @@ def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str
 def check_same_run(cfg: DictConfig, last: Path) -> None:
     """Refuse to continue a checkpoint trained with another model, encoding,
     data, optimizer or task (``trainer.max_epochs`` may change)."""
-    import torch
+    from vitpos.safe_load import load_checkpoint
 
-    saved = torch.load(last, map_location="cpu", weights_only=False).get("hyper_parameters", {}).get("cfg", {})
+    saved = load_checkpoint(last)["hyper_parameters"]["cfg"]  # weights_only=True: a crafted file is refused
     current = OmegaConf.to_container(cfg, resolve=True)
     diffs = [d for k in RUN_DEFINING for d in config_differences({k: saved.get(k)}, {k: current.get(k)})]
     if diffs:
@@ -105,6 +90,10 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
         if last.exists():
             if mode == "auto":
                 check_same_run(cfg, last)
+            else:
+                from vitpos.safe_load import load_checkpoint
+
+                load_checkpoint(last)  # refuses a crafted or torn file with one line, before the Trainer
             log.info("resuming from %s", last)
             return str(last)
         if mode is True or mode == "true":
@@ -115,12 +104,69 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
     return str(mode)
 
 
+def finished_run(cfg: DictConfig, out: Path) -> dict[str, float] | None:
+    """The stored metrics when ``out`` holds this very run, finished and tested
+    (``metrics.json`` says complete with the same ``trainer.max_epochs``):
+    rerunning the command then reports them instead of training again. A run
+    that diverged is refused (it would diverge again)."""
+    from vitpos.callbacks import DivergenceError
+    from vitpos.run_status import read_status
+
+    status = read_status(out)
+    if status is None or cfg.get("resume", "auto") not in (True, "true", "auto"):
+        return None
+    last = out / "checkpoints" / "last.ckpt"
+    if last.exists() and cfg.get("resume", "auto") == "auto":
+        check_same_run(cfg, last)
+    if status["status"] == "diverged":
+        raise DivergenceError(
+            f"{out} holds a run that diverged ({status.get('reason', 'see metrics.json')}); "
+            "pass run.label=<name> for a new run with other options, or delete the folder"
+        )
+    if status["status"] == "complete" and status.get("max_epochs") == cfg.trainer.get("max_epochs"):
+        return status["metrics"]
+    return None
+
+
+def lifecycle_callbacks(cfg: DictConfig, ckpt_dir: Path, fast: bool) -> list:
+    """Per-epoch seeding (exact resume), the divergence guard and, unless
+    ``fast_dev_run``, best-by-``val/acc`` and every-epoch ``last.ckpt``."""
+    from vitpos.callbacks import DivergenceGuard, EpochSeed, LastCheckpoint, divergence_hint
+
+    every = int(cfg.trainer.get("log_every_n_steps", 20) or 20)
+    callbacks = [EpochSeed(cfg.seed), DivergenceGuard(divergence_hint(cfg), every)]
+    if not fast:
+        best = ModelCheckpoint(
+            dirpath=str(ckpt_dir),
+            filename="best-epoch{epoch:03d}",
+            monitor="val/acc",
+            mode="max",
+            save_last=False,  # LastCheckpoint writes last.ckpt every epoch, not only on improvement
+            auto_insert_metric_name=False,
+        )
+        callbacks += [best, LastCheckpoint(ckpt_dir / "last.ckpt")]
+    return callbacks
+
+
 def train(cfg: DictConfig) -> dict[str, float]:
     """Train, test and evaluate one configuration; returns every final metric."""
-    L.seed_everything(cfg.seed, workers=True)
+    from vitpos.callbacks import DivergenceError, LastCheckpoint
+    from vitpos.run_status import write_status
+
+    validate(cfg)  # train.py checked already; here for callers of train(cfg), before anything is written
+    from vitpos.runtime import resolve_runtime
+
+    resolve_runtime(cfg)  # trainer.precision=auto -> bf16-mixed or 32-true; threads per sweep job
+    quiet_console()
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
     out = run_dir(cfg)
+    log.info("run folder: %s", out)
     ckpt_dir = out / "checkpoints"
     fast = bool(cfg.trainer.get("fast_dev_run", False))
+    done = None if fast else finished_run(cfg, out)
+    if done is not None:
+        print(format_metrics(done, out) + "\n(finished earlier: stored metrics from metrics.json; nothing trained)")
+        return done
     ckpt_path = None if fast else resume_path(cfg, ckpt_dir)  # before anything is written to the folder
     module, datamodule = build(cfg)
     logger = TensorBoardLogger(
@@ -129,38 +175,52 @@ def train(cfg: DictConfig) -> dict[str, float]:
         version=out.name,
         **OmegaConf.to_container(cfg.logger, resolve=True),
     )
-    callbacks = [LearningRateMonitor(logging_interval="step")]
-    checkpoint = None
-    if not fast:
-        checkpoint = ModelCheckpoint(
-            dirpath=str(ckpt_dir),
-            filename="best-epoch{epoch:03d}",
-            monitor="val/acc",
-            mode="max",
-            save_last=True,
-            auto_insert_metric_name=False,
-        )
-        callbacks.append(checkpoint)
+    callbacks = [LearningRateMonitor(logging_interval="step"), *lifecycle_callbacks(cfg, ckpt_dir, fast)]
+    checkpoint = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
+    last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)
     if cfg.task.get("pictures", True):
         from vitpos.callbacks import PicturesCallback
 
         callbacks.append(PicturesCallback(cfg.task.get("pictures_every_n_epochs", 0)))
     trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
+    # the datamodules shard evaluation over DDP ranks themselves, without the
+    # padding DistributedSampler adds, so DDP metrics equal one process's exactly
+    trainer_opts["use_distributed_sampler"] = False
+    if trainer_opts.get("enable_progress_bar", True):
+        callbacks.append(progress_bar(f"{run_label(cfg)}/seed{cfg.seed}"))
+    if not trainer_opts.setdefault("enable_model_summary", False):
+        log.info(summary_line(module))  # one line instead of Lightning's table
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    except DivergenceError as err:
+        if trainer.is_global_zero:
+            logger.experiment.add_scalar("run/diverged", 1.0, trainer.global_step)
+            logger.experiment.add_text("run/status", f"diverged: {err}", trainer.global_step)
+            logger.finalize("failed")
+            write_status(out, "diverged", reason=str(err), epoch=trainer.current_epoch, step=trainer.global_step)
+        raise
+    except BaseException:
+        if last is not None and last.interrupted is not None and trainer.is_global_zero:
+            print(last.interrupted_message(trainer.current_epoch), flush=True)
+        raise
 
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
-    results = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)
+    results = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
     metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
     if checkpoint is not None and checkpoint.best_model_score is not None:
         metrics["val/acc_best"] = float(checkpoint.best_model_score)
+    if not trainer.is_global_zero:
+        return metrics  # extrapolation, logging and metrics.json happen once, on rank 0
 
     from vitpos.extrapolate import evaluate_module
 
     kind = "len" if cfg.task.name == "sequence" else "res"
-    extra = evaluate_module(module, datamodule, cfg.eval, kind, device=module.device)
+    extra = evaluate_module(  # fast_dev_run: one test batch per size, as Lightning's own loops
+        module, datamodule, cfg.eval, kind, device=module.device, max_batches=1 if fast else None
+    )
     metrics.update(extra)
-    if trainer.is_global_zero and logger is not None:
+    if logger is not None:
         step = trainer.global_step
         logger.log_metrics({k: v for k, v in extra.items() if not math.isnan(v)}, step=step)
         params = sum(p.numel() for p in module.model.parameters())
@@ -174,8 +234,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
         }
         logger.log_hyperparams(hparams, {f"hp/{k}": v for k, v in metrics.items() if not math.isnan(v)})
         logger.finalize("success")
-    if trainer.is_global_zero:
-        print(format_metrics(metrics, out))
+    if not fast:  # the very last write: its presence means trained to max_epochs and tested
+        write_status(
+            out,
+            "complete",
+            metrics,
+            max_epochs=cfg.trainer.get("max_epochs"),
+            epochs=trainer.current_epoch,
+            best_checkpoint=best,
+        )
+    print(format_metrics(metrics, out))
+    print(next_commands(out, str(cfg.task.name)))
     return metrics
 
 

@@ -18,11 +18,12 @@ def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator |
     padded = F.pad(images, (padding,) * 4)  # (B, C, H+2p, W+2p)
     dy = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=images.device)
     dx = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=images.device)
+    # two gathers with broadcast (stride-0) indices: ~7x faster on CPU than one 4-index fancy
+    # index, which materializes four (B, C, H, W) int64 index tensors (issue 11)
     rows = (dy[:, None] + torch.arange(h, device=images.device))[:, None, :, None]  # (B, 1, H, 1)
     cols = (dx[:, None] + torch.arange(w, device=images.device))[:, None, None, :]  # (B, 1, 1, W)
-    batch = torch.arange(b, device=images.device)[:, None, None, None]
-    chan = torch.arange(c, device=images.device)[None, :, None, None]
-    return padded[batch, chan, rows, cols]  # (B, C, H, W)
+    rows = rows.expand(b, c, h, w + 2 * padding)
+    return padded.gather(2, rows).gather(3, cols.expand(b, c, h, w))  # (B, C, H, W)
 
 
 def random_hflip(images: torch.Tensor, p: float = 0.5, generator: torch.Generator | None = None) -> torch.Tensor:

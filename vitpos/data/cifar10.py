@@ -1,15 +1,26 @@
 """CIFAR-10 as uint8 tensors: the official release via torchvision, or an
 ImageFolder copy (``train/<class>/*.jpg``, ``test/<class>/*.jpg``), decoded
-once and cached on disk beside the data."""
+once and cached on disk beside the data (atomically, with a checksum: see
+tensor_cache.py).
+
+Bad input stops with a DataError naming the files and the fix, never a bare
+decoder traceback: every unusable image (truncated, not an image, not 32x32)
+is collected and reported together, and missing or empty class folders are
+refused. Bad images stop the run rather than being skipped, because skipping
+would silently change the data set and so the numbers compared across runs."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import warnings
 from pathlib import Path
 
 import torch
 from torchvision.io import ImageReadMode, decode_image, read_file
+
+from . import tensor_cache
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 MEAN = (0.4914, 0.4822, 0.4465)
@@ -20,11 +31,23 @@ class DatasetNotFoundError(RuntimeError):
     """CIFAR-10 is neither on disk nor downloadable; the message lists the ways out."""
 
 
+class DataError(DatasetNotFoundError):
+    """The data on disk cannot be used as it is: a missing, extra or empty class folder, images
+    that fail to decode or have the wrong size, ``data.root`` naming a file. The message names
+    the paths and the fix. A DatasetNotFoundError, so every entry point that prints those
+    without a traceback prints these too."""
+
+
 def load_official(root: str | Path, train: bool, download: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The official python release through torchvision: (N, 3, 32, 32) uint8, (N,) int64."""
     from torchvision.datasets import CIFAR10
 
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise DataError(
+            f"data.root={root} is a file, not a folder. Point data.root at the folder that holds (or will "
+            "receive) cifar-10-batches-py, or at an ImageFolder copy with data.format=imagefolder, or use data=shapes."
+        )
     try:
         ds = CIFAR10(str(root), train=train, download=download)
     except Exception as err:  # network errors, missing files, bad archive
@@ -41,26 +64,80 @@ def load_official(root: str | Path, train: bool, download: bool = True) -> tuple
     return images, torch.tensor(ds.targets, dtype=torch.long)
 
 
-def _list_images(split_dir: Path) -> list[tuple[Path, int]]:
-    found = sorted(p.name for p in split_dir.iterdir() if p.is_dir()) if split_dir.is_dir() else []
-    if list(found) != sorted(CLASSES):
-        raise DatasetNotFoundError(
-            f"{split_dir} should hold one folder per CIFAR-10 class ({', '.join(CLASSES)}); "
-            f"found {found or 'nothing'}.\n"
+IMG_SIZE = 32
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")  # what torchvision's decode_image reads as one frame
+SHOW = 5  # paths listed in an error or warning
+LAYOUT = (
+    "expected layout: DIR/train/<class>/*.jpg and DIR/test/<class>/*.jpg, one folder per class "
+    f"({', '.join(CLASSES)}), {IMG_SIZE}x{IMG_SIZE} images"
+)
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".") or name == "__MACOSX"  # .DS_Store, ._x.jpg, .ipynb_checkpoints
+
+
+def _list_images(root: Path, split: str) -> list[tuple[str, int]]:
+    """Every image file of ``root/split`` with its class index, in a fixed order.
+
+    Paths are plain strings: building 60,000 Path objects costs about a second.
+
+    Hidden files are skipped silently; other files without an image extension
+    (``notes.txt``) are skipped with one warning; a missing, extra or empty
+    class folder is refused.
+    """
+    split_dir = root / split
+    if not split_dir.is_dir():
+        raise DataError(
+            f"data.root={root} has no {split}/ folder ({LAYOUT}).\n"
             "Point data.root at the folder that holds train/ and test/ "
             "(../shared/datasets/unpack-cifar10.sh data prints it), or use data=shapes offline."
         )
-    files = []
+    with os.scandir(split_dir) as it:
+        found = sorted(e.name for e in it if e.is_dir() and not _hidden(e.name))
+    if found != sorted(CLASSES):
+        missing = sorted(set(CLASSES) - set(found))
+        extra = sorted(set(found) - set(CLASSES))
+        raise DataError(
+            f"{split_dir} should hold one folder per CIFAR-10 class ({', '.join(CLASSES)}); "
+            f"missing: {', '.join(missing) or 'none'}; unexpected: {', '.join(extra) or 'none'}.\n"
+            "Point data.root at the folder that holds train/ and test/ "
+            "(../shared/datasets/unpack-cifar10.sh data prints it), or use data=shapes offline."
+        )
+    files, ignored, empty = [], [], []
     for label, name in enumerate(CLASSES):
-        files += [(p, label) for p in sorted((split_dir / name).iterdir()) if p.is_file()]
+        class_dir = str(split_dir / name)
+        with os.scandir(class_dir) as it:  # DirEntry.is_file() needs no stat on most file systems
+            entries = sorted((e.name, e.is_file()) for e in it if not _hidden(e.name))
+        n_before = len(files)
+        for n, is_file in entries:
+            if is_file and n.lower().endswith(IMAGE_EXTENSIONS):
+                files.append((os.path.join(class_dir, n), label))
+            else:
+                ignored.append(os.path.join(class_dir, n))
+        if len(files) == n_before:
+            empty.append(class_dir)
+    if empty:
+        raise DataError(
+            f"{len(empty)} class folder(s) hold no image ({', '.join(IMAGE_EXTENSIONS)}): {', '.join(empty)}.\n"
+            f"Every class needs its images ({LAYOUT})."
+        )
+    if ignored:
+        warnings.warn(
+            f"ignored {len(ignored)} {'entry' if len(ignored) == 1 else 'entries'} without an image extension "
+            f"({', '.join(IMAGE_EXTENSIONS)}) "
+            f"in {split_dir}: {', '.join(ignored[:SHOW])}{' ...' if len(ignored) > SHOW else ''}",
+            stacklevel=3,
+        )
     return files
 
 
-def _fingerprint(files: list[tuple[Path, int]]) -> str:
+def _fingerprint(files: list[tuple[str, int]]) -> str:
     digest = hashlib.sha256()
+    digest.update(f"{IMG_SIZE};".encode())
     for path, label in files:
-        st = path.stat()
-        digest.update(f"{path.name}:{label}:{st.st_size}:{st.st_mtime_ns};".encode())
+        st = os.stat(path)
+        digest.update(f"{os.path.basename(path)}:{label}:{st.st_size}:{st.st_mtime_ns};".encode())
     return digest.hexdigest()
 
 
@@ -78,39 +155,78 @@ def load_imagefolder(
     """Decode ``root/split/<class>/*`` once into (N, 3, 32, 32) uint8 + labels.
 
     The decoded tensors are cached beside the data (or in ``cache_dir`` when
-    the data folder is read-only) and rebuilt when the files change.
+    the data folder is read-only), verified by checksum on every load, and
+    rebuilt when the files change or the cache is damaged (see tensor_cache).
+    Raises DataError naming the files when some cannot be used.
     """
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise DataError(
+            f"data.root={root} is a file, not a folder. Point data.root at the folder that holds "
+            f"train/ and test/ ({LAYOUT}), or use data=shapes."
+        )
     if not root.is_dir():
         raise DatasetNotFoundError(
             f"data.root={root} does not exist. Unpack the CIFAR-10 copy with "
             "`bash ../shared/datasets/unpack-cifar10.sh data` and pass the folder it prints, or use data=shapes."
         )
-    files = _list_images(root / split)
+    files = _list_images(root, split)
     fingerprint = _fingerprint(files)
     cache = _cache_path(root, split, cache_dir)
-    if cache.exists():
-        saved = torch.load(cache, weights_only=True)
-        if saved.get("fingerprint") == fingerprint:
-            return saved["images"], saved["labels"]
-    from tqdm.auto import tqdm
-
-    images = torch.empty(len(files), 3, 32, 32, dtype=torch.uint8)
-    chunk = 2048
-    bar = tqdm(range(0, len(files), chunk), desc=f"decoding {split} images once", disable=not progress)
-    for start in bar:
-        batch = files[start : start + chunk]
-        decoded = decode_image_batch([read_file(str(p)) for p, _ in batch])
-        images[start : start + len(batch)] = decoded
+    cached = tensor_cache.load(cache, fingerprint)
+    if cached is not None:
+        return cached["images"], cached["labels"]
+    images = _decode_all(files, root / split, progress)
     labels = torch.tensor([label for _, label in files], dtype=torch.long)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"fingerprint": fingerprint, "images": images, "labels": labels}, cache)
+    tensor_cache.save(cache, fingerprint, {"images": images, "labels": labels})
     return images, labels
 
 
-def decode_image_batch(raw: list[torch.Tensor]) -> torch.Tensor:
-    out = [decode_image(r, mode=ImageReadMode.RGB) for r in raw]
-    bad = [i for i, im in enumerate(out) if im.shape != (3, 32, 32)]
+def _why(err: Exception) -> str:
+    """torchvision's message without its "decode_jpeg, x.cpp:171, " prefix, on one line."""
+    return re.sub(r"^\w+, \S+:\d+, ", "", str(err).splitlines()[0])[:120]
+
+
+def _read(path: str) -> torch.Tensor | str:
+    """The file's bytes as a uint8 tensor, or why they cannot be read."""
+    try:
+        return read_file(path)
+    except (RuntimeError, OSError) as err:  # empty, unreadable, vanished
+        return f"cannot be read ({_why(err)})"
+
+
+def _decode(raw: torch.Tensor | str) -> torch.Tensor | str:
+    """The (3, 32, 32) RGB image in ``raw``, or why it cannot be used."""
+    if isinstance(raw, str):
+        return raw
+    try:
+        image = decode_image(raw, mode=ImageReadMode.RGB)
+    except (RuntimeError, ValueError) as err:  # truncated, or not an image at all
+        return f"cannot be decoded ({_why(err)})"
+    if image.shape != (3, IMG_SIZE, IMG_SIZE):
+        return f"is {image.shape[-1]}x{image.shape[-2]}, not {IMG_SIZE}x{IMG_SIZE}"
+    return image
+
+
+def _decode_all(files: list[tuple[str, int]], split_dir: Path, progress: bool) -> torch.Tensor:
+    """Decode every file into (N, 3, 32, 32) uint8; collect all bad files and report them in one error."""
+    from tqdm.auto import tqdm
+
+    images = torch.empty(len(files), 3, IMG_SIZE, IMG_SIZE, dtype=torch.uint8)
+    bad: list[str] = []
+    chunk = 2048
+    bar = tqdm(range(0, len(files), chunk), desc=f"decoding {split_dir.name} images once", disable=not progress)
+    for start in bar:
+        paths = [path for path, _ in files[start : start + chunk]]
+        raw = [_read(path) for path in paths]  # all reads, then all decodes: ~15% faster than interleaved
+        out = [_decode(r) for r in raw]
+        bad += [f"{path} {why}" for path, why in zip(paths, out) if isinstance(why, str)]
+        if not bad:  # once one is bad the run stops anyway: keep only collecting
+            torch.stack(out, out=images[start : start + len(out)])  # (B, 3, 32, 32), written in place
     if bad:
-        raise ValueError(f"expected 32x32 CIFAR images, got {out[bad[0]].shape} (and {len(bad) - 1} more)")
-    return torch.stack(out)  # (B, 3, 32, 32)
+        raise DataError(
+            f"{len(bad)} of {len(files)} files in {split_dir} cannot be used as {IMG_SIZE}x{IMG_SIZE} images; "
+            f"the first {min(len(bad), SHOW)}:\n  " + "\n  ".join(bad[:SHOW]) + "\n"
+            "Delete or replace these files (or move them out of the class folders), then run again."
+        )
+    return images

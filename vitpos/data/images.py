@@ -15,7 +15,7 @@ import torch
 from . import augment
 from .cifar10 import CLASSES as CIFAR_CLASSES
 from .cifar10 import MEAN, STD, load_imagefolder, load_official
-from .memory import batch_loader
+from .memory import batch_loader, process_share
 from .shapes import CLASSES as SHAPES_CLASSES
 from .shapes import make_shapes
 
@@ -47,6 +47,7 @@ class ImageDataModule(L.LightningDataModule):
         num_test: int = 4000,
         cell: int = 4,
         cache_dir: str | None = None,
+        shuffle_seed: int = 0,
     ):
         super().__init__()
         if name not in ("cifar10", "shapes"):
@@ -55,6 +56,7 @@ class ImageDataModule(L.LightningDataModule):
             raise ValueError(f"unknown data.format '{format}'; valid: torchvision, imagefolder")
         self.save_hyperparameters()
         self.cfg = self.hparams
+        self.shuffle_seed = shuffle_seed  # the run's seed: batch order of epoch e is fixed by (seed, e)
         self.mean, self.std = (MEAN, STD) if name == "cifar10" else ((0.5,) * 3, (0.25,) * 3)
         self.classes = CIFAR_CLASSES if name == "cifar10" else SHAPES_CLASSES
         self._test_at: dict[int, torch.Tensor] = {}
@@ -95,16 +97,24 @@ class ImageDataModule(L.LightningDataModule):
         self.test = (test_images, test_labels)
 
     # --------------------------------------------------------- dataloaders
+    # Training order comes from (run seed, epoch) and evaluation is sharded over
+    # DDP ranks without padding (see vitpos.data.memory).
     def train_dataloader(self):
+        rank, world = process_share(self)
+        n, bs = len(self.train[0]), self.cfg.batch_size
         return batch_loader(
-            self.train, self.cfg.batch_size, shuffle=True, drop_last=len(self.train[0]) > self.cfg.batch_size
+            self.train, bs, shuffle=True, drop_last=n // world > bs, seed=self.shuffle_seed, rank=rank, world=world
         )
 
     def val_dataloader(self):
-        return batch_loader(self.val, self.cfg.eval_batch_size, shuffle=False)
+        return batch_loader(self.val, self.cfg.eval_batch_size, shuffle=False, **self._shard())
 
     def test_dataloader(self):
-        return batch_loader(self.test, self.cfg.eval_batch_size, shuffle=False)
+        return batch_loader(self.test, self.cfg.eval_batch_size, shuffle=False, **self._shard())
+
+    def _shard(self) -> dict:
+        rank, world = process_share(self)
+        return {"rank": rank, "world": world}
 
     def test_dataloader_at(self, resolution: int):
         """The test set resized to ``resolution`` (bicubic; antialiased when shrinking)."""

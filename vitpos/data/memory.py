@@ -1,9 +1,28 @@
-"""An in-memory tensor data set that hands out whole batches by fancy indexing."""
+"""In-memory tensor data sets handed out as whole batches, with samplers that
+make training resumable exactly and DDP evaluation free of duplicates.
+
+- :class:`EpochSampler`: the training order of epoch ``e`` is a permutation
+  drawn from a generator seeded by ``(seed, e)`` alone, so a run resumed at
+  the start of epoch ``e`` sees exactly the batches an uninterrupted run sees.
+  Lightning calls ``set_epoch`` on it before every epoch. Under DDP each rank
+  takes every ``world``-th index of that permutation, cut to the same length on
+  every rank (equal step counts keep the gradient all-reduce in step).
+- :class:`ShardSampler`: evaluation order, each rank a contiguous slice, never
+  padded: summed over ranks, every sample is scored exactly once (unlike
+  ``DistributedSampler``, which pads with repeats to equal lengths).
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+
+def epoch_seed(seed: int, epoch: int, *more: int) -> int:
+    """A well-mixed 63-bit seed from (seed, epoch, ...) (numpy ``SeedSequence``)."""
+    words = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(epoch), *map(int, more)]).generate_state(2, np.uint32)
+    return int(words[0]) << 31 | int(words[1]) >> 1
 
 
 class TensorBatches(Dataset):
@@ -26,6 +45,41 @@ class TensorBatches(Dataset):
         return tuple(t[idx] for t in self.tensors)
 
 
+class EpochSampler(Sampler[int]):
+    """A fresh permutation per epoch from ``(seed, epoch)``; rank ``rank`` of
+    ``world`` keeps ``perm[rank::world][: n // world]``."""
+
+    def __init__(self, n: int, seed: int = 0, rank: int = 0, world: int = 1):
+        if world > n:
+            raise ValueError(f"{n} training samples cannot be split over {world} processes")
+        self.n, self.seed, self.rank, self.world = n, seed, rank, world
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n // self.world
+
+    def __iter__(self):
+        gen = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
+        perm = torch.randperm(self.n, generator=gen)  # the same on every rank
+        return iter(perm[self.rank :: self.world][: len(self)].tolist())
+
+
+class ShardSampler(Sampler[int]):
+    """Indices ``[n*rank//world, n*(rank+1)//world)`` in order: no padding, no repeats."""
+
+    def __init__(self, n: int, rank: int = 0, world: int = 1):
+        self.start, self.stop = n * rank // world, n * (rank + 1) // world
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __iter__(self):
+        return iter(range(self.start, self.stop))
+
+
 def _batch_as_is(batch):
     return batch
 
@@ -36,15 +90,35 @@ def batch_loader(
     shuffle: bool,
     drop_last: bool = False,
     collate_fn=_batch_as_is,
-    generator: torch.Generator | None = None,
+    seed: int = 0,
+    rank: int = 0,
+    world: int = 1,
 ) -> DataLoader:
     """A DataLoader over in-memory tensors that fetches each batch by one index op
-    per tensor; ``collate_fn`` receives that tuple of batched tensors."""
+    per tensor; ``collate_fn`` receives that tuple of batched tensors.
+
+    ``shuffle``: an :class:`EpochSampler` from ``seed`` (training); otherwise
+    a :class:`ShardSampler` (evaluation). ``rank``/``world``: this process's
+    share under DDP (the Trainer runs with ``use_distributed_sampler=False``).
+    """
+    n = len(tensors[0])
+    sampler = EpochSampler(n, seed, rank, world) if shuffle else ShardSampler(n, rank, world)
+    # its own generator: otherwise creating the iterator draws a worker base seed
+    # from the global RNG, at a point that differs between a resumed and an
+    # uninterrupted run (Lightning creates a resumed epoch's iterator earlier)
     return DataLoader(
         TensorBatches(*tensors),
         batch_size=batch_size,
-        shuffle=shuffle,
+        sampler=sampler,
         drop_last=drop_last,
         collate_fn=collate_fn,
-        generator=generator,
+        generator=torch.Generator().manual_seed(seed),
     )
+
+
+def process_share(datamodule) -> tuple[int, int]:
+    """(rank, world size) of the trainer a datamodule is attached to; (0, 1) alone."""
+    trainer = getattr(datamodule, "trainer", None)
+    if trainer is None:
+        return 0, 1
+    return int(trainer.global_rank), int(trainer.world_size)

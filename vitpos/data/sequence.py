@@ -28,7 +28,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from .memory import batch_loader
+from .memory import batch_loader, process_share
 
 TASKS = ("copy_offset", "reverse", "sort", "position_probe")
 IGNORE = -100
@@ -146,9 +146,14 @@ class SequenceDataModule(L.LightningDataModule):
                     self.task, num, self.min_len, self.train_len, seed=self._seed(code), **self.gen_kw
                 )
 
-    def _loader(self, tensors, batch_size: int, shuffle: bool) -> DataLoader:
-        gen = torch.Generator().manual_seed(self._seed(7)) if shuffle else None
-        return batch_loader(tensors, batch_size, shuffle, collate_fn=_Collate(self.pad_token), generator=gen)
+    def _loader(self, tensors, batch_size: int, shuffle: bool, shard: bool = True) -> DataLoader:
+        """Training order of epoch e from (data seed, e); evaluation sharded over
+        DDP ranks without padding (``shard``; see vitpos.data.memory)."""
+        rank, world = process_share(self) if shard else (0, 1)
+        collate_fn = _Collate(self.pad_token)
+        return batch_loader(
+            tensors, batch_size, shuffle, collate_fn=collate_fn, seed=self._seed(7), rank=rank, world=world
+        )
 
     def train_dataloader(self) -> DataLoader:
         self.setup()
@@ -171,4 +176,4 @@ class SequenceDataModule(L.LightningDataModule):
             self._at_length[length] = make_sequences(
                 self.task, self.num_length_test, length, length, seed=self._seed(10_000 + length), **self.gen_kw
             )
-        return self._loader(self._at_length[length], batch_size or self.eval_batch_size, shuffle=False)
+        return self._loader(self._at_length[length], batch_size or self.eval_batch_size, shuffle=False, shard=False)

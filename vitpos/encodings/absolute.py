@@ -8,7 +8,9 @@ import torch
 from torch import nn
 
 from .base import EncodingContext, Grid, PositionalEncoding, register
-from .functional import resample_table_1d, resample_table_2d
+from .functional import resample_axis_bicubic, resample_table_1d, resample_table_2d
+
+ANTIALIAS_MODES = ("shrink", "always")
 
 
 @register
@@ -31,9 +33,27 @@ class _ResizableTable(PositionalEncoding):
     al. 2021; linear in 1D). ``error`` refuses any grid the table was not
     trained on. On sequences, a shorter length uses the first n positions,
     which are exactly the trained ones.
+
+    ``antialias`` (images): ``shrink`` (default) antialiases only when the grid
+    shrinks, so an enlarged table is plain bicubic; ``always`` antialiases up
+    and down, as timm's ``resample_abs_pos_embed`` (whose antialiased kernel
+    is a slightly different cubic even when enlarging).
     """
 
     strategies = ("interpolate", "error")
+
+    def __init__(self, ctx: EncodingContext, strategy: str | None = None, antialias: str = "shrink"):
+        super().__init__(ctx, strategy)
+        if antialias not in ANTIALIAS_MODES:
+            raise ValueError(
+                f"unknown antialias '{antialias}' for encoding '{self.name}'; "
+                f"valid: {', '.join(ANTIALIAS_MODES)} (encoding.antialias=...)"
+            )
+        self.antialias = antialias
+
+    def _antialias(self, grid: Grid) -> bool:
+        """Whether resizing the trained table to ``grid`` antialiases (both axes alike)."""
+        return self.antialias == "always" or any(n < nt for n, nt in zip(grid, self.train_grid))
 
     def _check_grid(self, grid: Grid) -> None:
         if self.strategy == "error":
@@ -53,8 +73,10 @@ class Learned1D(_ResizableTable):
 
     name = "learned_1d"
 
-    def __init__(self, ctx: EncodingContext, strategy: str | None = None, init_std: float = 0.02):
-        super().__init__(ctx, strategy)
+    def __init__(
+        self, ctx: EncodingContext, strategy: str | None = None, init_std: float = 0.02, antialias: str = "shrink"
+    ):
+        super().__init__(ctx, strategy, antialias)
         self.table = nn.Parameter(torch.randn(math.prod(ctx.grid), ctx.dim) * init_std)  # (N, D)
 
     def table_for(self, grid: Grid) -> torch.Tensor:
@@ -66,7 +88,7 @@ class Learned1D(_ResizableTable):
             self._check_grid(grid)
             return resample_table_1d(self.table, grid[0])
         self._check_grid(grid)
-        return resample_table_2d(self.table, self.train_grid, grid)
+        return resample_table_2d(self.table, self.train_grid, grid, antialias=self._antialias(grid))
 
     def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
         return x + self.table_for(grid).to(x.dtype)
@@ -81,8 +103,10 @@ class Learned2D(_ResizableTable):
     name = "learned_2d"
     grid_dims = (2,)
 
-    def __init__(self, ctx: EncodingContext, strategy: str | None = None, init_std: float = 0.02):
-        super().__init__(ctx, strategy)
+    def __init__(
+        self, ctx: EncodingContext, strategy: str | None = None, init_std: float = 0.02, antialias: str = "shrink"
+    ):
+        super().__init__(ctx, strategy, antialias)
         if ctx.dim % 2:
             raise ValueError(f"learned_2d needs an even model.dim, got {ctx.dim}")
         h, w = ctx.grid
@@ -90,12 +114,15 @@ class Learned2D(_ResizableTable):
         self.cols = nn.Parameter(torch.randn(w, ctx.dim // 2) * init_std)  # (w, D/2)
 
     def table_for(self, grid: Grid) -> torch.Tensor:
+        """(h*w, D). Resizing the row and column tables on their own equals
+        resizing the full table bicubically (it is constant along the other axis)."""
         h, w = grid
         rows, cols = self.rows, self.cols
         if tuple(grid) != self.train_grid:
             self._check_grid(grid)
-            rows = resample_table_2d(rows, (len(rows), 1), (h, 1))
-            cols = resample_table_2d(cols, (1, len(cols)), (1, w))
+            antialias = self._antialias(grid)
+            rows = resample_axis_bicubic(rows, h, antialias)  # (h, D/2)
+            cols = resample_axis_bicubic(cols, w, antialias)  # (w, D/2)
         half = rows.shape[1]
         table = torch.cat([rows[:, None].expand(h, w, half), cols[None].expand(h, w, half)], -1)
         return table.reshape(h * w, 2 * half)  # (h*w, D)

@@ -142,9 +142,10 @@ def create_encoding(name: str, ctx: EncodingContext, **options) -> PositionalEnc
     try:
         return cls(ctx, **options)
     except TypeError as err:
-        import inspect
+        from vitpos.validate import accepted_options  # follows **kw up the class's bases
 
-        params = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "ctx")]
+        params = accepted_options(cls)
+        unknown = sorted(set(options) - set(params)) or sorted(options)
         raise TypeError(
-            f"bad options {sorted(options)} for encoding '{name}': {err}; it takes: {', '.join(params)}"
+            f"unknown options {unknown} for encoding '{name}': {err}; valid options: {', '.join(params)}"
         ) from err

@@ -58,7 +58,8 @@ def grid_positions(n_new: int, n_train: int, interpolate: bool) -> torch.Tensor:
 
 
 def resample_table_1d(table: torch.Tensor, n_new: int) -> torch.Tensor:
-    """Linearly resample a (n, D) table to (n_new, D); identity when sizes match."""
+    """Linearly resample a (n, D) sequence table to (n_new, D), ends on ends
+    (align_corners); identity when sizes match."""
     if table.shape[0] == n_new:
         return table
     x = table.t()[None]  # (1, D, n)
@@ -66,17 +67,45 @@ def resample_table_1d(table: torch.Tensor, n_new: int) -> torch.Tensor:
     return x[0].t().to(table.dtype)  # (n_new, D)
 
 
-def resample_table_2d(table: torch.Tensor, old: tuple[int, int], new: tuple[int, int]) -> torch.Tensor:
+def resample_axis_bicubic(table: torch.Tensor, n_new: int, antialias: bool) -> torch.Tensor:
+    """Bicubically resample a (n, D) table along its first axis to (n_new, D).
+
+    The 1D building block of factorized tables (``learned_2d``'s rows and
+    columns): it equals resizing a 2D table that is constant along the other
+    axis with :func:`resample_table_2d` (bicubic weights sum to one). The axis
+    is laid out as the *width* of a (1, D, 1, n) image, because PyTorch's
+    antialiased bicubic on an image one pixel wide returns its first row for
+    every output row (torch 2.x): the (h, 1) layout silently erased every row.
+    """
+    if table.shape[0] == n_new:
+        return table
+    x = table.t()[None, :, None, :].float()  # (1, D, 1, n)
+    x = F.interpolate(x, size=(1, n_new), mode="bicubic", align_corners=False, antialias=antialias)
+    return x[0, :, 0].t().to(table.dtype)  # (n_new, D)
+
+
+def resample_table_2d(
+    table: torch.Tensor, old: tuple[int, int], new: tuple[int, int], antialias: bool | None = None
+) -> torch.Tensor:
     """Bicubically resample a (h*w, D) row-major table to the grid ``new``.
 
     Identity when the grids match (as timm's ``resample_abs_pos_embed``).
+    ``antialias``: None (default) turns it on only when the grid shrinks along
+    some axis, so upsizing is plain bicubic (PyTorch's antialiased kernel is a
+    different cubic, a = -0.5, even when enlarging); True always, as timm does.
     """
     if tuple(old) == tuple(new):
         return table
     h, w = old
-    x = table.reshape(h, w, -1).permute(2, 0, 1)[None]  # (1, D, h, w)
-    antialias = new[0] < h or new[1] < w
-    x = F.interpolate(x.float(), size=new, mode="bicubic", align_corners=False, antialias=antialias)
+    if antialias is None:
+        antialias = new[0] < h or new[1] < w
+    x = table.reshape(h, w, -1).permute(2, 0, 1)[None].float()  # (1, D, h, w)
+    if antialias and new[1] == 1 and new[0] != h:
+        # the width-one trap of resample_axis_bicubic: resize the transposed grid instead
+        x = F.interpolate(x.transpose(2, 3), size=new[::-1], mode="bicubic", align_corners=False, antialias=True)
+        x = x.transpose(2, 3)  # (1, D, h', w')
+    else:
+        x = F.interpolate(x, size=new, mode="bicubic", align_corners=False, antialias=antialias)
     return x[0].permute(1, 2, 0).reshape(new[0] * new[1], -1).to(table.dtype)  # (h'*w', D)
 
 
@@ -98,24 +127,66 @@ def ntk_base(base: float, scale: float, rotary_dim: int) -> float:
     return base * scale ** (rotary_dim / (rotary_dim - 2))
 
 
+YARN_RAMPS = ("index", "turns")
+
+
+def yarn_correction_range(
+    num_pairs: int, base: float, train_length: float, beta_fast: float, beta_slow: float
+) -> tuple[int, int]:
+    """The pair indices (low, high) between which YaRN's released code ramps.
+
+    For a spectrum base^(-2i/d) over d = 2 * num_pairs channels, pair i turns
+    r = L base^(-2i/d) / (2 pi) times over the training length L, so r = beta
+    at i = d ln(L / (2 pi beta)) / (2 ln base). As the authors' code and HF's
+    ``_compute_yarn_parameters`` (``truncate=True``): floor the beta_fast index,
+    ceil the beta_slow one, clamp to [0, d - 1].
+    """
+    d = 2 * num_pairs
+
+    def pair_index(turns: float) -> float:
+        return d * math.log(train_length / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    return max(math.floor(pair_index(beta_fast)), 0), min(math.ceil(pair_index(beta_slow)), d - 1)
+
+
 def yarn_inv_freq(
     inv_freq: torch.Tensor,
     scale: float,
     train_length: float,
     beta_fast: float = 32.0,
     beta_slow: float = 1.0,
+    ramp: str = "index",
+    base: float | None = None,
 ) -> torch.Tensor:
     """YaRN "NTK-by-parts" frequencies (Peng et al., 2023).
 
-    For each frequency, r = train_length / wavelength counts its turns over the
-    training context. Frequencies with r >= beta_fast are kept (extrapolated),
-    those with r <= beta_slow are divided by ``scale`` (interpolated), and a
-    linear ramp in r blends the two in between.
+    Each frequency blends interpolation (theta / s) and extrapolation (theta)
+    with a weight gamma in [0, 1] (1 = keep):
+
+    - ``index`` (default; the authors' released code and HF
+      ``_compute_yarn_parameters``): gamma = 1 - clamp((i - low) / (high - low))
+      over the pair index i, with (low, high) from
+      :func:`yarn_correction_range`. Needs ``base``, the spectrum being
+      base^(-2i/d), d = 2 * len(inv_freq).
+    - ``turns`` (the paper's eq. 18-19): gamma = clamp((r - beta_slow) /
+      (beta_fast - beta_slow)) over r = L / wavelength, the turns a frequency
+      makes over the training length.
     """
+    if ramp not in YARN_RAMPS:
+        raise ValueError(f"unknown YaRN ramp '{ramp}'; valid: {', '.join(YARN_RAMPS)} (encoding.yarn_ramp=...)")
     if scale <= 1.0:
         return inv_freq
-    turns = train_length * inv_freq / (2 * math.pi)  # r = L / lambda
-    keep = ((turns - beta_slow) / (beta_fast - beta_slow)).clamp(0.0, 1.0)  # gamma
+    if ramp == "turns":
+        turns = train_length * inv_freq / (2 * math.pi)  # r = L / lambda
+        keep = ((turns - beta_slow) / (beta_fast - beta_slow)).clamp(0.0, 1.0)  # gamma
+    else:
+        if base is None:
+            raise ValueError("yarn_inv_freq(ramp='index') needs the RoPE base")
+        low, high = yarn_correction_range(len(inv_freq), base, train_length, beta_fast, beta_slow)
+        if low == high:
+            high += 0.001  # as the released code: avoid a zero-width ramp
+        index = torch.arange(len(inv_freq), dtype=torch.float32)
+        keep = 1 - ((index - low) / (high - low)).clamp(0.0, 1.0)  # gamma
     return inv_freq / scale * (1 - keep) + inv_freq * keep
 
 

@@ -14,11 +14,19 @@ each axis is scaled on its own, s = new / trained size of that axis):
 - ``dynamic``: NTK with s = max(1, n / n_train), i.e. plain RoPE up to the
   training length (Emozilla 2023, HF ``dynamic``);
 - ``yarn``: per-frequency ramp between interpolation and extrapolation, with
-  q and k multiplied by 0.1 ln s + 1 (Peng et al. 2023).
+  every logit multiplied by (0.1 ln s + 1)^2 (Peng et al. 2023). The ramp
+  (``yarn_ramp``) is by default the authors' released code and HF's
+  ``_compute_yarn_parameters`` (``index``: linear over the pair index), or the
+  paper's equations (``turns``: linear in the turns per training length).
 
 ``scale`` fixes s for ``interpolate``/``ntk``/``yarn``; by default s is the
 ratio of the current grid to the training grid, and s <= 1 leaves NTK and
-YaRN as plain RoPE.
+YaRN as plain RoPE. ``align`` sets how ``interpolate`` maps image axes (see
+:func:`vitpos.encodings.sincos.axis_positions`).
+
+The YaRN factor multiplies q and k of *every* token, prefix tokens included,
+so all logits share one temperature: on the grid tokens it rides in the cached
+rotation's magnitude, on the (unrotated) prefix tokens it is a plain multiply.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from torch import nn
 
 from . import functional as fn
 from .base import EncodingContext, Grid, PositionalEncoding, register
-from .sincos import axis_positions
+from .sincos import axis_positions, check_align
 
 ROPE_STRATEGIES = ("extrapolate", "interpolate", "ntk", "dynamic", "yarn")
 _ALIASES = {"linear": "interpolate"}
@@ -49,6 +57,8 @@ class _RotaryBase(PositionalEncoding):
         beta_fast: float = 32.0,
         beta_slow: float = 1.0,
         layout: str = "interleaved",
+        yarn_ramp: str = "index",
+        align: str = "corners",
     ):
         super().__init__(ctx, _ALIASES.get(strategy, strategy))
         need = 2 * self.rot_axes
@@ -60,7 +70,13 @@ class _RotaryBase(PositionalEncoding):
         if layout not in ("interleaved", "half"):
             raise ValueError(f"unknown RoPE layout '{layout}'; valid: interleaved, half (encoding.layout=...)")
         self.base, self.scale, self.layout = base, scale, layout
-        self.beta_fast, self.beta_slow = beta_fast, beta_slow
+        if yarn_ramp not in fn.YARN_RAMPS:
+            raise ValueError(
+                f"unknown yarn_ramp '{yarn_ramp}'; valid: index (the authors' code and HF, default), "
+                "turns (the paper's equations); set encoding.yarn_ramp=..."
+            )
+        self.beta_fast, self.beta_slow, self.yarn_ramp = beta_fast, beta_slow, yarn_ramp
+        self.align = check_align(align, self.name)
         self._cache: dict[tuple, torch.Tensor] = {}
 
     @PositionalEncoding.strategy.setter
@@ -75,26 +91,35 @@ class _RotaryBase(PositionalEncoding):
             return float(self.scale)
         return max(1.0, n / n_train)
 
-    def axis_angles(self, n: int, n_train: int, inv_freq: torch.Tensor, image: bool) -> tuple[torch.Tensor, float]:
-        """Angles (n, len(inv_freq)) in float32 along one axis, and the YaRN magnitude."""
+    def axis_angles(self, n: int, n_train: int, inv_freq: torch.Tensor, image: bool) -> torch.Tensor:
+        """Angles (n, len(inv_freq)) in float32 along one axis."""
         strategy, s = self.strategy, self.axis_scale(n, n_train)
         pos = torch.arange(n, dtype=torch.float32)
-        magnitude = 1.0
         if strategy == "interpolate":
-            pos = axis_positions(n, n_train, True, image) if self.scale is None else pos / s
+            pos = axis_positions(n, n_train, True, image, self.align) if self.scale is None else pos / s
         elif strategy in ("ntk", "dynamic") and s > 1:
             d = 2 * len(inv_freq)  # width rotated along this axis
             exponent = torch.arange(len(inv_freq), dtype=torch.float32) * 2 / d  # 2i/d
             inv_freq = inv_freq * (self.base / fn.ntk_base(self.base, s, d)) ** exponent  # == base'^(-2i/d)
         elif strategy == "yarn":
-            inv_freq = fn.yarn_inv_freq(inv_freq, s, n_train, self.beta_fast, self.beta_slow)
-            magnitude = fn.yarn_attention_factor(s)
-        return torch.outer(pos, inv_freq), magnitude
+            inv_freq = fn.yarn_inv_freq(inv_freq, s, n_train, self.beta_fast, self.beta_slow, self.yarn_ramp, self.base)
+        return torch.outer(pos, inv_freq)
+
+    def qk_magnitude(self, grid: Grid) -> float:
+        """The multiplier of q and k of every token: YaRN's 0.1 ln s + 1 (so
+        logits scale by its square), the geometric mean over the axes of 2D
+        RoPE; 1 for every other strategy."""
+        if self.strategy != "yarn":
+            return 1.0
+        if self.rot_axes == 1:
+            return fn.yarn_attention_factor(self.axis_scale(math.prod(grid), math.prod(self.train_grid)))
+        factors = [fn.yarn_attention_factor(self.axis_scale(n, nt)) for n, nt in zip(grid, self.train_grid)]
+        return math.prod(factors) ** (1 / len(factors))
 
     # ----------------------------------------------------------------- hook
     def rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
         """Complex rotations (N, Dh/2), or (H, N, Dh/2) for per-head frequencies."""
-        key = (tuple(grid), self.strategy, self.scale, str(device))
+        key = (tuple(grid), self.strategy, self.scale, self.yarn_ramp, str(device))
         if key not in self._cache:
             self._cache[key] = self.build_rotation(tuple(grid)).to(device)
         return self._cache[key]
@@ -103,12 +128,14 @@ class _RotaryBase(PositionalEncoding):
         raise NotImplementedError
 
     def rotate_qk(self, q, k, grid, block):
-        rot = self.rotation(grid, block, q.device)
+        rot = self.rotation(grid, block, q.device)  # magnitude qk_magnitude(grid) on grid tokens
         p = self.num_prefix_tokens
         if p == 0:
             return fn.apply_rotary(q, rot, self.layout), fn.apply_rotary(k, rot, self.layout)
-        q = torch.cat([q[:, :, :p], fn.apply_rotary(q[:, :, p:], rot, self.layout)], dim=2)
-        k = torch.cat([k[:, :, :p], fn.apply_rotary(k[:, :, p:], rot, self.layout)], dim=2)
+        m = self.qk_magnitude(grid)  # prefix tokens are not rotated but share the temperature
+        q_pre, k_pre = (q[:, :, :p], k[:, :, :p]) if m == 1.0 else (q[:, :, :p] * m, k[:, :, :p] * m)
+        q = torch.cat([q_pre, fn.apply_rotary(q[:, :, p:], rot, self.layout)], dim=2)
+        k = torch.cat([k_pre, fn.apply_rotary(k[:, :, p:], rot, self.layout)], dim=2)
         return q, k
 
     def extra_repr(self) -> str:
@@ -127,8 +154,8 @@ class RoPE1D(_RotaryBase):
     def build_rotation(self, grid: Grid) -> torch.Tensor:
         n, n_train = math.prod(grid), math.prod(self.train_grid)
         inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 2, self.base)
-        angles, magnitude = self.axis_angles(n, n_train, inv_freq, image=len(grid) == 2)
-        return fn.rope_angles_to_complex(angles, magnitude)  # (N, Dh/2)
+        angles = self.axis_angles(n, n_train, inv_freq, image=len(grid) == 2)
+        return fn.rope_angles_to_complex(angles, self.qk_magnitude(grid))  # (N, Dh/2)
 
 
 @register
@@ -147,12 +174,12 @@ class RoPE2D(_RotaryBase):
     def build_rotation(self, grid: Grid) -> torch.Tensor:
         (h, w), (ht, wt) = grid, self.train_grid
         inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 4, self.base, step=4)  # (Dh/4,)
-        ang_x, mag_x = self.axis_angles(w, wt, inv_freq, image=True)  # (w, Dh/4)
-        ang_y, mag_y = self.axis_angles(h, ht, inv_freq, image=True)  # (h, Dh/4)
+        ang_x = self.axis_angles(w, wt, inv_freq, image=True)  # (w, Dh/4)
+        ang_y = self.axis_angles(h, ht, inv_freq, image=True)  # (h, Dh/4)
         angles = torch.cat([ang_x[None, :, :].expand(h, w, -1), ang_y[:, None, :].expand(h, w, -1)], dim=-1).reshape(
             h * w, -1
         )  # (h*w, Dh/2)
-        return fn.rope_angles_to_complex(angles, math.sqrt(mag_x * mag_y))
+        return fn.rope_angles_to_complex(angles, self.qk_magnitude(grid))
 
 
 class _LearnedFrequencies(_RotaryBase):
@@ -168,10 +195,10 @@ class _LearnedFrequencies(_RotaryBase):
         interp = self.strategy == "interpolate"
         if len(grid) == 1 or self.rot_axes == 1:
             n, nt = math.prod(grid), math.prod(self.train_grid)
-            return [axis_positions(n, nt, interp, image=len(grid) == 2).to(device)]
+            return [axis_positions(n, nt, interp, len(grid) == 2, self.align).to(device)]
         (h, w), (ht, wt) = grid, self.train_grid
-        ys = axis_positions(h, ht, interp, image=True)
-        xs = axis_positions(w, wt, interp, image=True)
+        ys = axis_positions(h, ht, interp, True, self.align)
+        xs = axis_positions(w, wt, interp, True, self.align)
         yy, xx = torch.meshgrid(ys, xs, indexing="ij")
         return [xx.flatten().to(device), yy.flatten().to(device)]  # (N,), (N,)
 

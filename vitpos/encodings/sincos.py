@@ -9,20 +9,34 @@ import torch
 from .base import EncodingContext, Grid, PositionalEncoding, register
 from .functional import sincos_1d, sincos_2d
 
+ALIGN_MODES = ("corners", "ratio")
 
-def axis_positions(n: int, n_train: int, interpolate: bool, image: bool) -> torch.Tensor:
+
+def check_align(align: str, name: str) -> str:
+    if align not in ALIGN_MODES:
+        raise ValueError(
+            f"unknown align '{align}' for encoding '{name}'; valid: {', '.join(ALIGN_MODES)} (encoding.align=...)"
+        )
+    return align
+
+
+def axis_positions(n: int, n_train: int, interpolate: bool, image: bool, align: str = "corners") -> torch.Tensor:
     """Positions along one axis of ``n`` tokens trained with ``n_train``.
 
-    ``interpolate`` is position interpolation (Chen et al. 2023). On image axes
-    the new grid's extreme positions map onto the training extremes, for larger
-    and smaller grids alike. On sequences positions are divided by s = n/n_train,
-    and only when the sequence is longer than in training.
+    ``interpolate`` is position interpolation (Chen et al. 2023). On image
+    axes, for larger and smaller grids alike, ``align`` picks the map:
+    ``corners`` (default) scales by (n_train - 1)/(n - 1) so the new grid's
+    extreme positions land on the trained extremes; ``ratio`` scales by
+    n_train / n (timm's ``ref_feat_shape``, EVA), whose last position falls
+    short of the trained last one. On sequences positions are divided by
+    s = n / n_train (Chen et al.), only when the sequence is longer than in
+    training; ``align`` does not apply.
     """
     pos = torch.arange(n, dtype=torch.float32)
     if not interpolate or n == n_train:
         return pos
     if image:
-        return pos * (n_train - 1) / max(n - 1, 1)
+        return pos * n_train / n if align == "ratio" else pos * (n_train - 1) / max(n - 1, 1)
     return pos * n_train / n if n > n_train else pos
 
 
@@ -31,14 +45,19 @@ class _FixedTable(PositionalEncoding):
 
     Strategies: ``extrapolate`` (default) computes the formula at the new
     integer positions; ``interpolate`` scales positions into the trained range.
-    The table is derived state, never stored in a checkpoint.
+    ``align`` (image axes): how ``interpolate`` maps positions, see
+    :func:`axis_positions`. The table is derived state, never stored in a
+    checkpoint.
     """
 
     strategies = ("extrapolate", "interpolate")
 
-    def __init__(self, ctx: EncodingContext, strategy: str | None = None, temperature: float = 10000.0):
+    def __init__(
+        self, ctx: EncodingContext, strategy: str | None = None, temperature: float = 10000.0, align: str = "corners"
+    ):
         super().__init__(ctx, strategy)
         self.temperature = temperature
+        self.align = check_align(align, self.name)
         self._cache: dict[tuple, torch.Tensor] = {}
 
     def build(self, grid: Grid) -> torch.Tensor:
@@ -63,7 +82,7 @@ class SinCos1D(_FixedTable):
 
     def build(self, grid: Grid) -> torch.Tensor:
         n, n_train = math.prod(grid), math.prod(self.train_grid)
-        pos = axis_positions(n, n_train, self.strategy == "interpolate", image=len(grid) == 2)
+        pos = axis_positions(n, n_train, self.strategy == "interpolate", len(grid) == 2, self.align)
         return sincos_1d(pos, self.ctx.dim, self.temperature)
 
 
@@ -77,6 +96,6 @@ class SinCos2D(_FixedTable):
 
     def build(self, grid: Grid) -> torch.Tensor:
         interp = self.strategy == "interpolate"
-        rows = axis_positions(grid[0], self.train_grid[0], interp, image=True)
-        cols = axis_positions(grid[1], self.train_grid[1], interp, image=True)
+        rows = axis_positions(grid[0], self.train_grid[0], interp, True, self.align)
+        cols = axis_positions(grid[1], self.train_grid[1], interp, True, self.align)
         return sincos_2d(rows, cols, self.ctx.dim, self.temperature)

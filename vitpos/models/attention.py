@@ -37,6 +37,17 @@ def build_attention_mask(
     return mask
 
 
+def mask_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype q and k reach SDPA in: autocast's dtype when autocast is on for
+    ``x``'s device (the residual stream stays float32, the q/k projections do
+    not), else ``x.dtype``. Building the bias in it once per forward spares
+    SDPA a cast of the mask in every block."""
+    kind = x.device.type
+    if torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return x.dtype
+
+
 class Attention(nn.Module):
     """Multi-head attention through ``scaled_dot_product_attention``.
 
@@ -117,7 +128,7 @@ class EncoderStack(nn.Module):
         return masks
 
     def forward(self, x, grid, pe, key_padding_mask=None, causal=False, return_attention=False):
-        masks = self.masks(pe, grid, x.shape[1], x.device, x.dtype, key_padding_mask, causal)
+        masks = self.masks(pe, grid, x.shape[1], x.device, mask_dtype(x), key_padding_mask, causal)
         maps = []
         for i, (blk, mask) in enumerate(zip(self.blocks, masks)):
             if return_attention:

@@ -73,8 +73,8 @@ class SequenceTransformer(nn.Module):
 
     def forward(self, tokens: torch.Tensor, padding_mask: torch.Tensor | None = None, return_attention: bool = False):
         """tokens (B, N) long, padding_mask (B, N) bool -> logits (B, N, classes)."""
-        if padding_mask is not None and not padding_mask.any():
-            padding_mask = None  # one length: skip building a (B, H, N, N) mask
+        if padding_mask is not None and not torch.compiler.is_compiling() and not padding_mask.any():
+            padding_mask = None  # one length: skip building a (B, H, N, N) mask (eager only: data-dependent)
         grid = (tokens.shape[1],)
         out = self.encoder(self.tokens(tokens), grid, self.pos, padding_mask, self.causal, return_attention)
         x, maps = out if return_attention else (out, None)

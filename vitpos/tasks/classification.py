@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 import torchmetrics
 
 from vitpos.models import VisionTransformer
+from vitpos.models.compile import training_forward
 
+from .base import TaskModule
 from .optim import configure_optimizers
 
 
-class ImageClassifier(L.LightningModule):
+class ImageClassifier(TaskModule):
     """Takes one plain config dict (``model``, ``encoding``, ``optim``, ``task``,
     ``data``) and saves it, so ``ImageClassifier.load_from_checkpoint(path)``
     rebuilds the model without Hydra or the data.
@@ -27,9 +28,11 @@ class ImageClassifier(L.LightningModule):
         self.save_hyperparameters()
         self.cfg = cfg
         data, task = cfg["data"], cfg.get("task", {})
+        model_opts = {k: v for k, v in cfg["model"].items() if k != "compile"}
         self.model = VisionTransformer(
-            encoding=cfg["encoding"], img_size=data["img_size"], num_classes=data["num_classes"], **cfg["model"]
+            encoding=cfg["encoding"], img_size=data["img_size"], num_classes=data["num_classes"], **model_opts
         )
+        self.train_forward = training_forward(self.model, cfg["model"].get("compile", False))  # model.compile
         self.label_smoothing = task.get("label_smoothing", 0.0)
         self.mixup = None
         if task.get("mixup", 0) > 0 or task.get("cutmix", 0) > 0:
@@ -57,10 +60,10 @@ class ImageClassifier(L.LightningModule):
         images, labels = batch
         if self.mixup is not None and len(images) % 2 == 0:
             images, soft = self.mixup(images, labels)
-            logits = self(images)
+            logits = self.train_forward(images)
             loss = torch.sum(-soft * F.log_softmax(logits, -1), -1).mean()
         else:
-            logits = self(images)
+            logits = self.train_forward(images)
             loss = F.cross_entropy(logits, labels, label_smoothing=self.label_smoothing)
         self.train_acc(logits, labels)
         self.log("train/loss", loss, prog_bar=True)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 import torchmetrics
 
 from vitpos.data.sequence import IGNORE, SequenceDataModule, task_sizes
+from vitpos.models.compile import training_forward
 from vitpos.models.seq_transformer import SequenceTransformer
 
+from .base import TaskModule
 from .optim import configure_optimizers
 
 
-class SequenceTask(L.LightningModule):
+class SequenceTask(TaskModule):
     """Takes one plain config dict (``model``, ``encoding``, ``optim``, ``data``)
     and saves it, so ``SequenceTask.load_from_checkpoint(path)`` rebuilds the
     model without Hydra or the data. ``data`` needs ``task`` and ``train_len``
@@ -29,9 +30,11 @@ class SequenceTask(L.LightningModule):
         self.cfg = cfg
         data = cfg["data"]
         vocab, classes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))
+        model_opts = {k: v for k, v in cfg["model"].items() if k != "compile"}
         self.model = SequenceTransformer(
-            encoding=cfg["encoding"], vocab_size=vocab, num_classes=classes, max_len=data["train_len"], **cfg["model"]
+            encoding=cfg["encoding"], vocab_size=vocab, num_classes=classes, max_len=data["train_len"], **model_opts
         )
+        self.train_forward = training_forward(self.model, cfg["model"].get("compile", False))  # model.compile
         self.train_acc, self.val_acc, self.test_acc = (
             torchmetrics.classification.MulticlassAccuracy(classes, average="micro", ignore_index=IGNORE)
             for _ in range(3)
@@ -45,7 +48,8 @@ class SequenceTask(L.LightningModule):
         return self.model(tokens, padding_mask)  # (B, N, classes)
 
     def _logits_loss(self, batch, reduction: str = "mean"):
-        logits = self(batch["tokens"], batch["padding_mask"])
+        forward = self.train_forward if self.training else self
+        logits = forward(batch["tokens"], batch["padding_mask"])
         loss = F.cross_entropy(
             logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=IGNORE, reduction=reduction
         )
@@ -63,7 +67,8 @@ class SequenceTask(L.LightningModule):
         logits, loss = self._logits_loss(batch)
         metric(logits.flatten(0, 1), batch["targets"].flatten())
         weight = (batch["targets"] != IGNORE).sum()  # per-token mean over the epoch, not per batch
-        self.log(f"{stage}/loss", loss, prog_bar=stage == "val", batch_size=int(weight))
+        # sync_dist: the weighted mean over every DDP rank's tokens, once at epoch end
+        self.log(f"{stage}/loss", loss, prog_bar=stage == "val", batch_size=int(weight), sync_dist=True)
         self.log(f"{stage}/acc", metric, prog_bar=stage == "val", batch_size=int(weight))
 
     def validation_step(self, batch, batch_idx):

@@ -19,6 +19,7 @@ from vitpos.encodings.rope import RoPE2DMixed
 from .render import (
     as_2d,
     center_index,
+    colour_scale,
     device_of,
     encoding_of,
     grid_size,
@@ -73,8 +74,9 @@ def position_similarity(model_or_pe, grid: Grid | None = None) -> np.ndarray:
     sim = position_similarity_data(pe, grid)
     fig, axes = new_figure(1, 1, f"position embedding similarity: {pe.name}, grid {'x'.join(map(str, grid))}", 4.2)
     ax = axes[0, 0]
+    vmin, vmax, cmap, scale = colour_scale(sim)
     if len(grid) == 1:
-        im = ax.imshow(sim, cmap="viridis", vmin=-1, vmax=1)
+        im = ax.imshow(sim, cmap=cmap, vmin=vmin, vmax=vmax)
         ax.set(xlabel="position", ylabel="position")
     else:
         h, w = grid
@@ -82,11 +84,11 @@ def position_similarity(model_or_pe, grid: Grid | None = None) -> np.ndarray:
         for i in range(h):
             for j in range(w):
                 mosaic[i * (h + 1) : i * (h + 1) + h, j * (w + 1) : j * (w + 1) + w] = sim[i, j]
-        im = ax.imshow(mosaic, cmap="viridis", vmin=-1, vmax=1, interpolation="nearest")
+        im = ax.imshow(mosaic, cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
         ax.set_xticks([j * (w + 1) + (w - 1) / 2 for j in range(w)], [str(j + 1) for j in range(w)], fontsize=6)
         ax.set_yticks([i * (h + 1) + (h - 1) / 2 for i in range(h)], [str(i + 1) for i in range(h)], fontsize=6)
         ax.set(xlabel="input patch column", ylabel="input patch row")
-    fig.colorbar(im, ax=ax, shrink=0.8, label="cosine similarity")
+    fig.colorbar(im, ax=ax, shrink=0.8, label=f"cosine similarity ({scale})")
     return to_image(fig)
 
 
@@ -97,10 +99,10 @@ def table_heatmap(model_or_pe, grid: Grid | None = None) -> np.ndarray:
     grid = tuple(grid or pe.train_grid)
     table = position_table(pe, grid).cpu().numpy()
     fig, axes = new_figure(1, 1, f"position table: {pe.name}, grid {'x'.join(map(str, grid))}", 4.2, 1.2)
-    v = float(np.abs(table).max())
-    im = axes[0, 0].imshow(table, cmap="RdBu_r", vmin=-v, vmax=v, aspect="auto", interpolation="nearest")
+    vmin, vmax, cmap, scale = colour_scale(table)
+    im = axes[0, 0].imshow(table, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     axes[0, 0].set(xlabel="channel", ylabel="position (row-major)")
-    fig.colorbar(im, ax=axes[0, 0], shrink=0.8)
+    fig.colorbar(im, ax=axes[0, 0], shrink=0.8, label=f"value ({scale})")
     return to_image(fig)
 
 
@@ -157,15 +159,15 @@ def _offset_panels(maps: np.ndarray, grid: Grid, title: str, what: str) -> np.nd
     fig, axes = new_figure(blocks, heads, title)
     rows, cols = maps.shape[-2:]
     extent = [-cx - 0.5, cols - cx - 0.5, rows - cy - 0.5, -cy - 0.5]  # axes in offsets dx (right), dy (down)
-    vmin, vmax = float(maps.min()), float(maps.max())
+    vmin, vmax, cmap, scale = colour_scale(maps)
     for b in range(blocks):
         for hd in range(heads):
             ax = axes[b, hd]
-            im = ax.imshow(maps[b, hd], cmap="viridis", vmin=vmin, vmax=vmax, extent=extent, interpolation="nearest")
+            im = ax.imshow(maps[b, hd], cmap=cmap, vmin=vmin, vmax=vmax, extent=extent, interpolation="nearest")
             ax.set_title(f"block {b}, head {hd}", fontsize="small")
             ax.tick_params(labelsize=6)
     axes[-1, 0].set(xlabel="dx", ylabel="dy")
-    fig.colorbar(im, ax=axes, shrink=0.8, label=what)
+    fig.colorbar(im, ax=axes, shrink=0.8, label=f"{what} ({scale})")
     return to_image(fig)
 
 

@@ -32,6 +32,26 @@ def new_figure(rows: int, cols: int, title: str, panel: float = PANEL, extra_wid
     return fig, fig.subplots(rows, cols, squeeze=False)
 
 
+def colour_scale(values: np.ndarray) -> tuple[float, float, str, str]:
+    """(vmin, vmax, colormap, range text) fitted to the finite ``values`` shown.
+
+    A fixed scale hides structure: sincos similarities lie in about 0.6..1, which
+    a -1..1 scale paints almost uniformly. Data that straddle 0 get a diverging
+    map centred on 0 (so the sign stays readable); one-signed data a sequential
+    map from their min to their max. The text states the data's own range.
+    """
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    text = f"range {lo:.3g} to {hi:.3g}"
+    if lo < 0 < hi:
+        v = max(-lo, hi)
+        return -v, v, "RdBu_r", text + ", centred on 0"
+    if hi - lo < 1e-12:  # constant: widen so the colour map has a span
+        lo, hi = lo - 0.5, hi + 0.5
+    return lo, hi, "viridis", text
+
+
 def to_image(fig: Figure) -> np.ndarray:
     """Render ``fig`` to an RGB ``uint8`` array (H, W, 3)."""
     canvas = FigureCanvasAgg(fig)

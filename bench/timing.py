@@ -1,0 +1,70 @@
+"""Timing and printing shared by the benchmark parts.
+
+Medians over *interleaved* repetitions: every contender runs once per round,
+round after round, so a slow spell on a shared machine hits all of them alike
+instead of one contender's whole series. Ratios are against a named peer
+measured in the same process.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 2) -> dict[str, float]:
+    """Median seconds per call of each function, over ``repeats`` interleaved rounds."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            _sync()
+            start = time.perf_counter()
+            fn()
+            _sync()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def header(title: str) -> None:
+    print(f"\n## {title}")
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    print(f"threads={torch.get_num_threads()}  torch={torch.__version__}  device={device}")
+
+
+def table(columns: list[str], rows: list[list]) -> None:
+    """A Markdown table (pastes into the README as printed)."""
+    text = [[str(c) for c in row] for row in rows]
+    widths = [max(len(columns[i]), *(len(r[i]) for r in text)) for i in range(len(columns))]
+    print("| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in text:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+
+
+def ratio_rows(times: dict[str, float], peer: str, items: int | None = None, unit: str = "img/s") -> list[list]:
+    """Rows name | ms | rate | x vs peer (> 1: faster than the peer)."""
+    rows = []
+    for name, t in times.items():
+        rate = f"{items / t:,.0f}" if items else "-"
+        rows.append([name, f"{t * 1e3:.2f}", rate, f"{times[peer] / t:.2f}x"])
+    return rows
+
+
+def matmul_gflops(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
+    """Measured GFLOP/s of an n x n matmul in ``dtype``: the practical ceiling."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    t = interleaved_medians({"mm": lambda: a @ b}, repeats, warmup=2)["mm"]
+    return 2 * n**3 / t / 1e9

@@ -1,0 +1,133 @@
+"""Screenshots of TensorBoard's SCALARS and HPARAMS views, for the README (issue 13).
+
+    python scripts/screenshot_tensorboard.py --train                      # short real run, then screenshots
+    python scripts/screenshot_tensorboard.py --logdir runs/compare_cifar  # screenshots of existing runs
+
+``--train`` first runs a short sweep on the CIFAR-10 ImageFolder copy
+(``data/cifar10``; two encodings, ``vit_micro``, a few epochs on a subset: a
+few minutes on a CPU) into ``--logdir``. Then it starts ``tensorboard`` on a
+free loopback port, waits until every run is loaded, and has headless Chromium
+(the Debian ``chromium`` package: ``apt-get install -y chromium``) render each
+view, waiting in virtual time so that the charts are drawn before the picture
+is taken. Writes ``tensorboard_scalars.png`` and ``tensorboard_hparams.png``
+into ``--out`` (default ``docs/screenshots``). A dev tool, not used by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENCODINGS = "sincos_2d,rope_2d"
+TRAIN = [  # the short real run behind the screenshots
+    "-m",
+    "data.format=imagefolder",
+    "data.root=data/cifar10",
+    "model=vit_micro",
+    "data.train_subset=2000",
+    "data.test_subset=500",
+    "data.batch_size=64",
+    "optim.lr=2e-3",
+    "optim.warmup_epochs=0.5",
+    "trainer.max_epochs=4",
+    "trainer.log_every_n_steps=4",
+    "trainer.enable_progress_bar=false",
+    "eval.resolutions=[24,32,48]",
+    f"encoding={ENCODINGS}",
+]
+# (file name, URL fragment, browser window "W,H" in CSS pixels, device scale):
+# the SCALARS dashboard filtered to the main curves, and the HPARAMS table, laid
+# out wide enough for its metric columns and drawn at 0.7 so the PNG stays ~1800 px.
+VIEWS = [
+    (
+        "tensorboard_scalars.png",
+        "#scalars&tagFilter=" + "%5E(train%2Floss%7Cval%2Facc%7Cval%2Floss%7Ctest%2Facc)%24",
+        "1800,760",
+        1.0,
+    ),
+    ("tensorboard_hparams.png", "#hparams", "2600,560", 0.7),
+]
+_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_runs(base: str, expected: int, timeout_s: float = 120) -> list[str]:
+    """The run names, once the server lists at least ``expected`` of them."""
+    deadline, runs = time.monotonic() + timeout_s, []
+    while time.monotonic() < deadline:
+        try:
+            with _http.open(f"{base}/data/runs", timeout=10) as r:
+                runs = json.loads(r.read())
+            if len(runs) >= expected:
+                return runs
+        except OSError:
+            pass  # not listening yet
+        time.sleep(1)
+    raise SystemExit(f"tensorboard listed {runs} after {timeout_s} s; expected {expected} runs")
+
+
+def screenshot(browser: str, url: str, path: Path, size: str, scale: float, budget_ms: int) -> None:
+    cmd = [
+        browser,
+        "--headless=new",
+        "--no-sandbox",  # root in a container
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--force-device-scale-factor={scale}",
+        f"--window-size={size}",
+        f"--virtual-time-budget={budget_ms}",
+        f"--screenshot={path}",
+        url,
+    ]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    print(f"wrote {path} ({path.stat().st_size} bytes) from {url}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--logdir", default="runs/screenshots", help="runs to show (written by --train)")
+    p.add_argument("--train", action="store_true", help="first run the short real sweep into --logdir")
+    p.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="folder for the two PNGs")
+    p.add_argument("--budget-ms", type=int, default=20000, help="virtual time Chromium waits before the picture")
+    a = p.parse_args(argv)
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        raise SystemExit("no Chromium found: apt-get install -y chromium")
+    logdir = Path(a.logdir).resolve()
+    if a.train:
+        subprocess.run([sys.executable, str(ROOT / "train.py"), *TRAIN, f"run.root={logdir}"], cwd=ROOT, check=True)
+    expected = sum(1 for _ in logdir.rglob("hparams.yaml")) or 1
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    tb = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard.main", "--logdir", logdir.name, "--host", "127.0.0.1", "--port", str(port)],
+        cwd=logdir.parent,  # the page then shows the folder as a user types it (runs), not a temp path
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        print("runs:", ", ".join(wait_for_runs(base, expected)))
+        for name, fragment, size, scale in VIEWS:
+            screenshot(browser, f"{base}/{fragment}", out / name, size, scale, a.budget_ms)
+    finally:
+        tb.terminate()
+        tb.wait(timeout=20)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""bf16-mixed: forward and backward under CPU autocast stay close to float32 for every encoding.
+
+Tolerance (stated): on the same batch and weights, the logits' relative error
+(||bf16 - fp32|| / ||fp32||) is below 3%, and the flattened gradient of the
+whole model points the same way (cosine > 0.99) with a norm within 5%.
+bfloat16 keeps 8 bits of mantissa (relative precision ~0.4% per op); a
+2-block model accumulates a few of those.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import small_vit
+
+from vitpos.encodings import list_encodings
+from vitpos.models.attention import mask_dtype
+from vitpos.models.seq_transformer import SequenceTransformer
+from vitpos.runtime import resolve_precision
+
+
+def logits_and_grad(model, forward, autocast: bool):
+    model.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        logits, loss = forward()
+    loss.backward()
+    grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    return logits.float().detach(), grad
+
+
+def assert_close_bf16(model, forward):
+    logits32, grad32 = logits_and_grad(model, forward, autocast=False)
+    logits16, grad16 = logits_and_grad(model, forward, autocast=True)
+    assert torch.isfinite(logits16).all() and torch.isfinite(grad16).all()
+    assert (logits16 - logits32).norm() / logits32.norm() < 0.03
+    assert F.cosine_similarity(grad16, grad32, dim=0) > 0.99
+    assert grad16.norm() / grad32.norm() == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize("name", list_encodings(2))
+def test_image_encoding_bf16_close_to_float32(name):
+    model = small_vit(name).train()
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g)
+
+    def forward():
+        logits = model(x)
+        return logits, F.cross_entropy(logits, y)
+
+    assert_close_bf16(model, forward)
+
+
+@pytest.mark.parametrize("name", [n for n in list_encodings(1) if n != "combo"])
+def test_sequence_encoding_bf16_close_to_float32(name):
+    torch.manual_seed(0)
+    model = SequenceTransformer(encoding=name, vocab_size=16, num_classes=16, max_len=16, dim=32, depth=2, num_heads=2)
+    g = torch.Generator().manual_seed(0)
+    tokens, targets = torch.randint(0, 16, (8, 16), generator=g), torch.randint(0, 16, (8, 16), generator=g)
+    padding = torch.zeros(8, 16, dtype=torch.bool)
+    padding[::2, 12:] = True  # half the rows padded: the padding mask meets the bias in bf16
+
+    def forward():
+        logits = model(tokens, padding)
+        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    assert_close_bf16(model, forward)
+
+
+@pytest.mark.parametrize("name", ["rope_1d", "rope_2d", "rope_2d_mixed"])
+def test_rope_angles_stay_float32_under_autocast(name):
+    pe = small_vit(name).pos
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        rot = pe.rotation((4, 4), 0, torch.device("cpu"))
+    assert rot.dtype in (torch.complex64, torch.float32)
+
+
+def test_attention_bias_is_built_in_the_query_dtype():
+    x = torch.randn(2, 16, 32)
+    assert mask_dtype(x) == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert mask_dtype(x) == torch.bfloat16
+        model = small_vit("rel_bias_2d")
+        masks = model.encoder.masks(model.pos, (4, 4), 16, x.device, mask_dtype(x))
+    assert all(m.dtype == torch.bfloat16 for m in masks)
+
+
+def test_precision_auto_resolves_per_device(monkeypatch):
+    import vitpos.runtime as rt
+
+    assert resolve_precision("32-true") == "32-true"  # anything but auto passes through
+    monkeypatch.setattr(rt, "cpu_supports_bf16", lambda: True)
+    assert resolve_precision("auto", "cpu") == "bf16-mixed"
+    monkeypatch.setattr(rt, "cpu_supports_bf16", lambda: False)
+    assert resolve_precision("auto", "cpu") == "32-true"

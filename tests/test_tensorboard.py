@@ -1,0 +1,168 @@
+"""TensorBoard as a user sees it (issue 13).
+
+A short sweep (``python train.py -m ...``: 2 tiny runs), then the real
+``tensorboard --logdir runs`` server on a free loopback port, asked through the
+HTTP API its web page uses: the runs are listed, the SCALARS, HPARAMS and
+IMAGES dashboards are active, every run has the training, validation and test
+curves, the HPARAMS table has a row per run with the encoding and the final
+accuracy, and the pictures are PNGs that can be fetched. The server is always
+stopped, and it listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+from conftest import ROOT
+
+ENCODINGS = ("none", "rope_2d")
+SWEEP = [
+    "-m",
+    "data=shapes",
+    "model=vit_micro",
+    "data.num_train=256",
+    "data.num_test=128",
+    "data.val_size=64",
+    "trainer.max_epochs=2",
+    "trainer.log_every_n_steps=1",  # 2 steps an epoch: a train/loss point at every step
+    "trainer.enable_progress_bar=false",
+    "eval.resolutions=[24]",
+    f"encoding={','.join(ENCODINGS)}",
+]
+SCALARS = ("train/loss", "val/acc", "val/loss", "test/acc", "test/acc@res24")
+STARTUP_S = 120  # the server's start and its first scan of the event files
+
+pytestmark = pytest.mark.slow
+
+# Loopback requests must never go through an HTTP proxy set in the environment.
+_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def run_of_encoding(names: list[str], encoding: str) -> str | None:
+    """The run whose folder is the encoding's (``.../<encoding>-<hash>/seed0``)."""
+    pattern = re.compile(rf"{re.escape(encoding)}(-[0-9a-f]{{6}})?")
+    return next((n for n in names if any(pattern.fullmatch(part) for part in n.split("/"))), None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str, **query) -> bytes:
+    if query:
+        url += "?" + urllib.parse.urlencode(query)
+    with _http.open(url, timeout=30) as response:
+        return response.read()
+
+
+def get_json(url: str, **query):
+    return json.loads(get(url, **query))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """(base URL, TensorBoard run name per encoding) for a server on a 2-run sweep."""
+    work = tmp_path_factory.mktemp("tb")
+    runs = work / "runs"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *SWEEP, f"run.root={runs}"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, f"the sweep failed:\n{(proc.stdout + proc.stderr)[-3000:]}"
+    port = free_port()
+    cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(runs), "--host", "127.0.0.1", "--port", str(port)]
+    log = open(work / "tensorboard.log", "w")  # noqa: SIM115 (closed in the finally below)
+    tb = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline, names = time.monotonic() + STARTUP_S, []
+        while time.monotonic() < deadline:
+            assert tb.poll() is None, f"tensorboard exited:\n{(work / 'tensorboard.log').read_text()[-2000:]}"
+            try:
+                names = get_json(f"{base}/data/runs")
+                if all(run_of_encoding(names, e) for e in ENCODINGS):
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass  # not listening yet
+            time.sleep(1)
+        else:
+            pytest.fail(f"tensorboard listed {names} after {STARTUP_S} s, expected a run per encoding {ENCODINGS}")
+        run_of = {e: run_of_encoding(names, e) for e in ENCODINGS}
+        yield base, run_of
+    finally:
+        tb.terminate()
+        try:
+            tb.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            tb.kill()
+            tb.wait()
+        log.close()
+
+
+def test_scalars_hparams_and_images_dashboards_are_active(server):
+    base, _ = server
+    plugins = get_json(f"{base}/data/plugins_listing")
+    for name in ("scalars", "hparams", "images"):
+        assert plugins.get(name, {}).get("enabled"), f"dashboard {name} inactive; listing: {sorted(plugins)}"
+
+
+def test_every_run_has_its_curves(server):
+    base, run_of = server
+    tags = get_json(f"{base}/data/plugin/scalars/tags")
+    for run in run_of.values():
+        missing = [t for t in SCALARS if t not in tags.get(run, {})]
+        assert not missing, f"run {run} lacks scalars {missing}; it has {sorted(tags.get(run, {}))}"
+        points = get_json(f"{base}/data/plugin/scalars/scalars", run=run, tag="train/loss")
+        assert len(points) >= 2, f"{run}: train/loss has {len(points)} points for 4 steps"
+        wall, step, value = points[-1]
+        assert step > 0 and value == value, f"{run}: last train/loss point {points[-1]}"
+        (acc,) = [v for _, _, v in get_json(f"{base}/data/plugin/scalars/scalars", run=run, tag="test/acc")]
+        assert 0.0 <= acc <= 1.0
+
+
+def test_hparams_table_has_a_row_per_run_with_encoding_and_accuracy(server):
+    base, run_of = server
+    experiment = get_json(f"{base}/data/plugin/hparams/experiment", request=json.dumps({"experimentName": ""}))
+    hparams = {h["name"] for h in experiment.get("hparamInfos", [])}
+    metrics = {m["name"]["tag"] for m in experiment.get("metricInfos", [])}
+    assert {"encoding", "seed"} <= hparams, f"HPARAMS columns: {sorted(hparams)}"
+    assert "hp/test/acc" in metrics, f"HPARAMS metrics: {sorted(metrics)}"
+    request = {
+        "experimentName": "",
+        "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
+        "colParams": [{"hparam": "encoding"}, {"metric": {"tag": "hp/test/acc", "group": ""}}],
+        "startIndex": 0,
+        "sliceSize": 100,
+    }
+    groups = get_json(f"{base}/data/plugin/hparams/session_groups", request=json.dumps(request))
+    rows = {g["hparams"]["encoding"]: g for g in groups.get("sessionGroups", [])}
+    assert set(ENCODINGS) <= set(rows), f"HPARAMS rows for encodings {sorted(rows)}, expected {ENCODINGS}"
+    for encoding in ENCODINGS:
+        values = {m["name"]["tag"]: m["value"] for m in rows[encoding].get("metricValues", [])}
+        assert 0.0 <= values.get("hp/test/acc", -1.0) <= 1.0, f"{encoding}: HPARAMS metric values {values}"
+
+
+def test_every_run_shows_pictures_that_load_as_png(server):
+    base, run_of = server
+    tags = get_json(f"{base}/data/plugin/images/tags")
+    for run in run_of.values():
+        pictures = sorted(t for t in tags.get(run, {}) if t.startswith("pictures/"))
+        assert pictures, f"run {run} has no pictures; image tags: {sorted(tags.get(run, {}))}"
+        entries = get_json(f"{base}/data/plugin/images/images", run=run, tag=pictures[0], sample=0)
+        assert entries, f"{run}: no image under {pictures[0]}"
+        png = get(f"{base}/data/plugin/images/individualImage?{entries[-1]['query']}")
+        assert png[:8] == b"\x89PNG\r\n\x1a\n", f"{run} {pictures[0]}: not a PNG"

@@ -1,0 +1,271 @@
+"""Finding and reading the runs and Hydra jobs that ``vitpos.compare`` reports on.
+
+A run is any folder holding TensorBoard event files (possibly in ``version_*/``)
+or a ``metrics.json``, or named ``seed<k>``, at any depth below the folder
+given; its task, model and label come from the folder names and the config
+saved in ``hparams.yaml``. Nothing here unpickles anything: event files are
+protobufs, ``hparams.yaml`` is read with ``yaml.safe_load`` and checkpoints are
+never opened.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+SEED_DIR = re.compile(r"^seed(\d+)(.*)$")  # seed0, or seed0<suffix>
+PARAM_KEYS = ("params", "num_params", "n_params")
+EVENTS = "events.out.tfevents.*"
+ERROR_LINE = re.compile(r"^(?:[\w.]*(?:Error|Exception)\b.*|error: .*|.*Error executing job.*)$")
+
+
+@dataclass
+class Run:
+    """One seed of one (task, model, label): its scalars as (wall_time, step, value) rows."""
+
+    task: str
+    label: str
+    seed: int | None
+    path: Path
+    model: str = ""
+    budget: str = ""
+    scalars: dict[str, pd.DataFrame] = field(default_factory=dict)
+    hparams: dict = field(default_factory=dict)
+    status: dict | None = None  # metrics.json
+    error: str | None = None
+    recursive: bool = True  # whether event files in subfolders belong to this run
+
+    def last(self, tag: str) -> float | None:
+        s = self.scalars.get(tag)
+        return None if s is None or s.empty else float(s["value"].iloc[-1])
+
+
+@dataclass
+class Job:
+    """One Hydra multirun job folder: its overrides, the run folder its config maps to
+    (None when that does not exist), and why it failed (None when it did not)."""
+
+    path: Path
+    overrides: list[str]
+    error: str | None
+    run: Path | None = None
+
+
+# ------------------------------------------------------------------- finding
+def run_folders(runs_dir: Path, skip: Path | None = None) -> list[tuple[Path, bool]]:
+    """(folder, whether its run owns the folders below it) for every folder below ``runs_dir``
+    holding event files or ``metrics.json`` (``version_*`` folded into its parent), or named ``seed<k>``.
+
+    Everything inside a ``seed<k>`` folder belongs to that run (``version_*``,
+    ``extrapolation/``...). Event files higher up (say, at ``runs/<group>/``)
+    are a run of their own too, never dropped, but own only their own files so
+    that they hide none of the runs below them.
+    """
+    found = set()
+    for d in [runs_dir, *(p for p in runs_dir.rglob("*") if p.is_dir())]:
+        rel = d.relative_to(runs_dir).parts
+        if any(part.startswith(".") or part == "checkpoints" for part in rel):
+            continue
+        if skip is not None and d.is_relative_to(skip):
+            continue
+        if next(d.glob(EVENTS), None) is not None or (d / "metrics.json").is_file() or SEED_DIR.match(d.name):
+            found.add(d.parent if d.name.startswith("version_") and d != runs_dir else d)
+    owners = {d for d in found if SEED_DIR.match(d.name)}
+    kept = sorted(d for d in found if not any(d != o and d.is_relative_to(o) for o in owners))
+    return [(d, not any(o != d and o.is_relative_to(d) for o in kept)) for d in kept]
+
+
+def identify(path: Path, runs_dir: Path, cfg: dict | None) -> tuple[str, str, str, int | None]:
+    """(task, model, label, seed) from the folder names and the saved config."""
+    parts = list(path.relative_to(runs_dir).parts) or [path.name]
+    seed, suffix = None, ""
+    m = SEED_DIR.match(parts[-1])
+    if m:
+        seed, suffix = int(m.group(1)), m.group(2)
+        parts = parts[:-1] or [path.parent.name]
+    run = (cfg or {}).get("run") or {}
+    task = str(run.get("group") or (parts[0] if len(parts) >= 2 else runs_dir.name))
+    if len(parts) >= 2 and parts[0] == task:
+        parts = parts[1:]
+    model = str(run.get("model") or "")
+    if len(parts) >= 2:
+        model = model or parts[0]
+        parts = parts[1:] if parts[0] == model else parts
+    if not model and isinstance((cfg or {}).get("model"), dict):  # no name: describe it, so sizes never mix
+        m = cfg["model"]
+        model = " ".join(f"{k}{m[k]}" for k in ("dim", "depth", "num_heads", "patch_size") if k in m)
+    return task, model, "/".join(parts) + suffix, seed
+
+
+def budget_of(cfg: dict | None) -> str:
+    """"<data>, <n> train × <e> epochs" from the saved config ("" when there is none)."""
+    if not cfg:
+        return ""
+    data, trainer = cfg.get("data") or {}, cfg.get("trainer") or {}
+    n = data.get("train_subset") or data.get("num_train")
+    size = f"{n:,} train" if isinstance(n, int) else "full train set"
+    epochs = trainer.get("max_epochs")
+    return f"{data.get('name', '?')}, {size} × {epochs} epochs" if epochs is not None else f"{data.get('name')}, {size}"
+
+
+def make_run(path: Path, runs_dir: Path, recursive: bool = True) -> Run:
+    """The run in folder ``path``, named relative to ``runs_dir`` (not read yet: see :func:`load_run`)."""
+    hparams = read_hparams(path, recursive)
+    cfg = hparams.get("cfg") if isinstance(hparams.get("cfg"), dict) else None
+    task, model, label, seed = identify(path, runs_dir, cfg)
+    return Run(task, label, seed, path, model, budget_of(cfg), hparams=hparams, recursive=recursive)
+
+
+def find_runs(runs_dir: Path, skip: Path | None = None) -> list[Run]:
+    return [make_run(path, runs_dir, recursive) for path, recursive in run_folders(runs_dir, skip)]
+
+
+def own_files(run_dir: Path, pattern: str, recursive: bool) -> list[Path]:
+    """Files of a run: anywhere below it, or (not recursive) in it and its ``version_*`` folders."""
+    if recursive:
+        return sorted(run_dir.rglob(pattern))
+    return sorted([*run_dir.glob(pattern), *run_dir.glob(f"version_*/{pattern}")])
+
+
+def runs_of_jobs(jobs: list[Job], known: list[Run]) -> list[Run]:
+    """The run folders of sweep jobs that are not among ``known`` (a multirun folder given as RUNS_DIR)."""
+    seen = {r.path.resolve() for r in known}
+    extra = []
+    for job in jobs:
+        if job.run is not None and job.run.resolve() not in seen:
+            seen.add(job.run.resolve())
+            root = job.run.parents[3] if len(job.run.parents) > 3 else job.run.parent  # runs/<group>/<model>/<label>
+            extra.append(make_run(job.run, root))
+    return extra
+
+
+def find_jobs(folders: list[Path]) -> list[Job]:
+    """Every Hydra job folder (``.hydra/overrides.yaml``) below ``folders``."""
+    jobs = []
+    seen = set()
+    for folder in folders:
+        for f in sorted(folder.rglob(".hydra/overrides.yaml")):
+            job = f.parent.parent
+            if job in seen:
+                continue
+            seen.add(job)
+            try:
+                overrides = [str(o) for o in (yaml.safe_load(f.read_text()) or [])]
+            except yaml.YAMLError:
+                overrides = ["(unreadable overrides.yaml)"]
+            run, config_error = job_run_folder(job)
+            error = job_error(job)
+            if error is None and run is None:
+                error = config_error or "no run folder and no error logged: it stopped before training started"
+            jobs.append(Job(job, overrides, error, run))
+    return jobs
+
+
+def job_run_folder(job: Path) -> tuple[Path | None, str | None]:
+    """(the job's run folder if it exists, the config check's error for its saved config).
+
+    The folder is computed from ``.hydra/config.yaml`` as training does
+    (:func:`vitpos.runs.run_dir`); a job that failed before writing anything
+    has no log, so its config is checked again (:func:`vitpos.validate.validate`)
+    to name the error."""
+    try:
+        from omegaconf import OmegaConf
+
+        from vitpos.runs import run_dir
+        from vitpos.validate import validate
+    except ImportError:  # older layouts: nothing to compute
+        return None, None
+    try:
+        cfg = OmegaConf.load(job / ".hydra" / "config.yaml")
+    except Exception:  # noqa: BLE001  (a missing or broken config only loses the hint)
+        return None, None
+    try:
+        validate(cfg)
+        error = None
+    except Exception as err:  # noqa: BLE001  (any refusal is the reason to report)
+        error = f"error: {err} (its config, checked again now)"
+    try:
+        choices = OmegaConf.load(job / ".hydra" / "hydra.yaml").hydra.runtime.choices
+        OmegaConf.update(cfg, "run.model", cfg.run.get("model") or choices.get("model"), force_add=True)
+        folder = run_dir(cfg)
+    except Exception:  # noqa: BLE001
+        return None, error
+    if not folder.is_dir():  # the model part named differently: match group/*/label-hash/seed<k>
+        folder = next(iter(sorted(folder.parents[2].glob(f"*/{folder.parent.name}/{folder.name}"))), folder)
+    return (folder if folder.is_dir() else None), error
+
+
+def job_error(job: Path) -> str | None:
+    """The last error line of the job's logs (``*.log``, ``*.err``), or None."""
+    error = None
+    for log in sorted([*job.glob("*.log"), *job.glob("*.err")]):
+        try:
+            lines = log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            text = line.strip()
+            text = re.sub(r"^\[[^\]]*\]\[[^\]]*\]\[\w+\] - ", "", text)  # Hydra's log prefix
+            if ERROR_LINE.match(text):
+                error = text[:300]
+    return error
+
+
+# ------------------------------------------------------------------- reading
+def read_scalars(run_dir: Path, recursive: bool = True) -> dict[str, pd.DataFrame]:
+    """All scalars of all event files of the run, merged and ordered by wall time."""
+    rows = []
+    for f in own_files(run_dir, EVENTS, recursive):
+        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            rows += [(tag, e.wall_time, e.step, e.value) for e in acc.Scalars(tag)]
+    df = pd.DataFrame(rows, columns=["tag", "wall_time", "step", "value"])
+    df = df.sort_values(["wall_time", "step"], kind="stable")
+    return {tag: g.drop(columns="tag").reset_index(drop=True) for tag, g in df.groupby("tag", sort=False)}
+
+
+def read_hparams(run_dir: Path, recursive: bool = True) -> dict:
+    for f in own_files(run_dir, "hparams.yaml", recursive):
+        try:
+            return yaml.safe_load(f.read_text()) or {}
+        except yaml.YAMLError:
+            continue
+    return {}
+
+
+def read_status(run_dir: Path) -> dict | None:
+    """``metrics.json`` as a dict (``status``, ``metrics``, ``reason``...), or None."""
+    try:
+        body = json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def find_param_count(hparams, depth: int = 0) -> float | None:
+    """A number logged as ``params`` (or ``num_params``) anywhere in the hparams."""
+    if not isinstance(hparams, dict) or depth > 5:
+        return None
+    for key in PARAM_KEYS:
+        if isinstance(hparams.get(key), (int, float)):
+            return float(hparams[key])
+    for value in hparams.values():
+        found = find_param_count(value, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def load_run(run: Run) -> Run:
+    try:
+        run.scalars, run.status = read_scalars(run.path, run.recursive), read_status(run.path)
+    except Exception as err:  # noqa: BLE001  (a corrupt file must not hide the other runs)
+        run.error = f"could not read its event files: {err}"
+    return run

@@ -1,0 +1,122 @@
+"""The Markdown of ``vitpos.compare``: accuracies in percent, one section per
+(task, model, budget), extrapolation as one focused table per strategy.
+
+A table never mixes runs whose model or training budget differ: a 2.7M- and a
+137k-parameter model, or 1,000 and 45,000 training images, get separate
+sections (their numbers are not comparable). Resolutions and lengths are
+written as one table per strategy (the encodings' defaults, then
+``interpolate``, ``ntk``...), a few columns each, instead of one table with a
+column for every (size, strategy) pair.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from vitpos.tables import markdown_table
+
+EXTRAP = re.compile(r"^test/acc@(res|len)(\d+)(?:/(.+))?$")  # test/acc@res48, test/acc@len256/ntk
+HASH = re.compile(r"-[0-9a-f]{6}$")  # the config hash of a run folder name (vitpos.runs)
+KIND_TITLE = {"res": "resolution (pixels)", "len": "sequence length (tokens)"}
+
+
+def fmt(mean: float, std: float, seeds: int) -> str:
+    """An accuracy as "41.7 ± 1.0 (2)": percent, one decimal, std over seeds (— for one), number of seeds."""
+    if mean is None or math.isnan(mean):
+        return ""
+    spread = f"{100 * std:.1f}" if seeds >= 2 and not math.isnan(std) else "—"
+    return f"{100 * mean:.1f} ± {spread} ({seeds})"
+
+
+def fmt_params(n: float) -> str:
+    if n is None or math.isnan(n):
+        return ""
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else f"{n:.0f}"
+
+
+def display_labels(labels: list[str]) -> dict[str, str]:
+    """Labels without their config hash (``sincos_2d-3fa9c1`` -> ``sincos_2d``) where that stays unique."""
+    short = {label: HASH.sub("", label) for label in labels}
+    counts = pd.Series(list(short.values())).value_counts()
+    return {label: s if counts[s] == 1 else label for label, s in short.items()}
+
+
+def _ordered(groups: pd.DataFrame) -> pd.DataFrame:
+    if "test/acc_mean" in groups and groups["test/acc_mean"].notna().any():
+        return groups.sort_values(["test/acc_mean", "label"], ascending=[False, True], na_position="last")
+    return groups.sort_values("label")
+
+
+def main_table(groups: pd.DataFrame, names: dict[str, str]) -> str:
+    """Label, parameters, best val/acc and test/acc of one section, best test/acc first."""
+    has = {m: f"{m}_mean" in groups and groups[f"{m}_mean"].notna().any() for m in ("params", "val/acc_best")}
+    header = ["label"] + (["params"] if has["params"] else []) + (["val/acc (best)"] if has["val/acc_best"] else [])
+    rows = []
+    for _, g in _ordered(groups).iterrows():
+        cells = [f"`{names[g['label']]}`"] + ([fmt_params(g["params_mean"])] if has["params"] else [])
+        cells += [fmt(g["val/acc_best_mean"], g["val/acc_best_std"], g["seeds"])] if has["val/acc_best"] else []
+        rows.append(cells + [fmt(g.get("test/acc_mean", math.nan), g.get("test/acc_std", math.nan), g["seeds"])])
+    return markdown_table(header + ["test/acc"], rows)
+
+
+def strategy_tables(groups: pd.DataFrame, names: dict[str, str], kind: str) -> list[str]:
+    """One Markdown table per strategy: rows the labels that have it, columns the sizes."""
+    found: dict[str, dict[int, str]] = {}  # strategy -> size -> column
+    for c in groups.columns:
+        m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
+        if m and m.group(1) == kind and groups[c].notna().any():
+            found.setdefault(m.group(3) or "", {})[int(m.group(2))] = c.removesuffix("_mean")
+    parts = []
+    for strategy in sorted(found, key=lambda s: (s != "", s)):
+        sizes = sorted(found[strategy])
+        title = "each encoding's default strategy" if strategy == "" else f"strategy `{strategy}`"
+        rows = []
+        for _, g in _ordered(groups).iterrows():
+            cells = [fmt(g[f"{found[strategy][n]}_mean"], g[f"{found[strategy][n]}_std"], g["seeds"]) for n in sizes]
+            if any(cells):
+                rows.append([f"`{names[g['label']]}`", *cells])
+        parts += [f"#### test/acc vs {KIND_TITLE[kind]}: {title}", "", markdown_table(["label", *sizes], rows), ""]
+    return parts
+
+
+def section_title(task: str, model: str, budget: str) -> str:
+    return " · ".join(p for p in (task, f"model `{model}`" if model else "", budget) if p)
+
+
+def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, jobs: list, notes: list[str]) -> str:
+    parts = [
+        "# Results",
+        "",
+        "Accuracy in %: mean ± std over the complete seeds (std with ddof=1; — for a single seed), "
+        "(n) the number of seeds. Runs whose model or training budget differ are in separate sections.",
+    ]
+    keys = ["task", "model", "budget"]
+    sections = rows[keys].drop_duplicates().sort_values(keys).itertuples(index=False)
+    for task, model, budget in sections:
+        parts += ["", f"## {section_title(task, model, budget)}", ""]
+        sel = groups[(groups["task"] == task) & (groups["model"] == model) & (groups["budget"] == budget)] if len(
+            groups) else groups  # fmt: skip
+        if not len(sel):
+            parts.append("_No complete runs._")
+            continue
+        names = display_labels(list(sel["label"]))
+        parts += [main_table(sel, names), ""]
+        for kind in ("res", "len"):
+            parts += strategy_tables(sel, names, kind)
+    bad = rows[~rows["complete"]].sort_values(["task", "label", "path"])
+    parts += ["", "## Incomplete, diverged or failed runs", ""]
+    lost = [j for j in jobs if j.error and j.run is None]
+    parts += [f"- `{r.path}`: **{r.status}**: {r.reason}" for r in bad.itertuples()] or [
+        f"None: all {len(rows)} runs are complete."
+        + (f" {len(lost)} sweep jobs failed before their run folder existed: see below." if lost else "")
+    ]
+    if jobs:
+        failed = [j for j in jobs if j.error]
+        parts += ["", "## Sweep jobs (Hydra multirun)", "",
+                  f"{len(jobs)} jobs, {len(failed)} failed" + (":" if failed else ".")]  # fmt: skip
+        parts += [""] if failed else []
+        parts += [f"- `{j.path}` (`{' '.join(j.overrides)}`): {j.error}" for j in failed]
+    return "\n".join(parts + ([""] + notes if notes else []) + [""])

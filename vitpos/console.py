@@ -1,0 +1,72 @@
+"""A quiet console for training (issue 13): one line per message, one model
+summary line, a progress bar named after the run.
+
+Lightning logs through its own ``lightning.*`` loggers, each with one handler
+when the root logger has none; ``configs/train.yaml`` therefore turns Hydra's
+job and hydra logging off (``none``) so nothing prints twice. The warnings
+silenced here are known and harmless for this project; each filter names the
+message it drops.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+#: (message regex, why it is harmless here)
+KNOWN_WARNINGS = (
+    (r".*isinstance\(treespec, LeafSpec\)` is deprecated.*", "inside lightning's pytree helper, not our code"),
+    (r".*smaller than the logging interval.*", "short runs log once per epoch anyway"),
+    (r".*Checkpoint directory .* exists and is not empty.*", "resume writes into its own run folder on purpose"),
+    (r".*does not have many workers.*", "data sets are decoded into memory; workers would only copy them"),
+)
+
+
+class _DropAdvert(logging.Filter):
+    """Drops Lightning's logger advertisement (the litlogger / tensorboardX tip)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return "litlogger" not in text and "tensorboardX" not in text
+
+
+def quiet_console() -> None:
+    """Silence the known third-party warnings and set up the ``vitpos`` logger (once)."""
+    for message, _why in KNOWN_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropAdvert) for f in logger.filters):
+            logger.addFilter(_DropAdvert())
+    log = logging.getLogger("vitpos")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def progress_bar(run_name: str):
+    """Lightning's default progress bar (Rich when installed, else tqdm) showing
+    ``run: <run_name>`` instead of the logger's ``v_num``."""
+    from lightning.pytorch.callbacks import TQDMProgressBar
+    from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE, RichProgressBar
+
+    base = RichProgressBar if _RICH_AVAILABLE else TQDMProgressBar
+
+    class NamedProgressBar(base):
+        def get_metrics(self, trainer, pl_module):
+            items = super().get_metrics(trainer, pl_module)
+            items.pop("v_num", None)
+            return {"run": run_name, **items}
+
+    return NamedProgressBar()
+
+
+def summary_line(module) -> str:
+    """One line in place of Lightning's model summary table."""
+    model = module.model
+    params = sum(p.numel() for p in model.parameters())
+    pos = sum(p.numel() for p in model.pos.parameters())
+    return f"model: {type(model).__name__}, {params / 1e3:.1f}k parameters ({pos / 1e3:.1f}k in the encoding)"

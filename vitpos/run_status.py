@@ -1,0 +1,42 @@
+"""``metrics.json`` in a run folder: how the run ended, written atomically.
+
+``{"status": "complete" | "diverged", "metrics": {name: value}, ...}``. A
+``complete`` file is written as the very last step of a run, so its presence
+means the run trained to ``max_epochs`` and was tested: rerunning the same
+command prints these metrics instead of training again. ``diverged`` records
+the divergence guard's message (``reason``); ``vitpos.compare`` lists such runs
+as diverged (TensorBoard also gets the scalar ``run/diverged`` = 1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+FILENAME = "metrics.json"
+
+
+def write_status(folder: Path, status: str, metrics: dict[str, float] | None = None, **extra) -> Path:
+    """Write ``folder/metrics.json`` via a temporary file and an atomic rename."""
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {"status": status, "metrics": {k: (None if math.isnan(v) else v) for k, v in (metrics or {}).items()}}
+    body.update(extra)
+    path = folder / FILENAME
+    tmp = path.with_name(f".{FILENAME}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_status(folder: Path) -> dict | None:
+    """The parsed ``metrics.json`` of a run folder, or None when it is absent or unreadable."""
+    try:
+        body = json.loads((folder / FILENAME).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(body, dict) or "status" not in body:
+        return None
+    body["metrics"] = {k: (math.nan if v is None else float(v)) for k, v in body.get("metrics", {}).items()}
+    return body

@@ -1,0 +1,112 @@
+"""Run identity: which folder a configuration trains in (issue 13).
+
+    runs/<group>/<model>/<label>-<hash>/seed<k>
+    e.g. runs/cifar10/vit_micro/sincos_2d-3fa9c1/seed0
+
+``group`` is ``run.group`` (the data set's name by default, ``debug`` for the
+debug configs, the experiment's name for sweeps), ``model`` the model config
+chosen (``model=vit_micro``), ``label`` the encoding (``@strategy`` when not
+its default; ``run.label`` overrides it) and ``hash`` six hex digits of
+everything else that defines the run (:func:`identity`: model, data budget,
+encoding options, optimizer, task, epochs).
+
+Why a hash on every run rather than only on non-default ones: the name stays
+readable, two different configurations can never share a folder (the README's
+``debug=subset`` run and the full recipe used to collide), the same command
+always maps to the same folder (so it resumes), and the seeds of one
+configuration sit side by side under one folder, which is what ``compare``
+averages over. ``train.py`` prints the folder and the commands to look at it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+#: config sections that define a run (what ``resume=auto`` compares, what the hash covers)
+RUN_DEFINING = ("model", "encoding", "data", "optim", "task", "trainer")
+#: keys in those sections that change where or how a run is shown, not what it learns
+NOT_DEFINING = {
+    "data": {"root", "download", "eval_batch_size", "num_workers"},
+    "task": {"pictures", "pictures_every_n_epochs"},
+    "trainer": {
+        "accelerator",
+        "devices",
+        "strategy",
+        "num_nodes",
+        "enable_progress_bar",
+        "enable_model_summary",
+        "log_every_n_steps",
+        "fast_dev_run",
+        "default_root_dir",
+    },
+}
+MODEL_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "model"
+
+
+def identity(cfg: DictConfig | dict) -> dict:
+    """The run-defining part of ``cfg`` as plain containers (seed and run names excluded)."""
+    plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    out = {}
+    for section in RUN_DEFINING:
+        values = plain.get(section) or {}
+        out[section] = {k: v for k, v in values.items() if k not in NOT_DEFINING.get(section, ())}
+    return out
+
+
+def config_hash(cfg) -> str:
+    """Six hex digits of :func:`identity` (order of keys does not matter)."""
+    text = json.dumps(identity(cfg), sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:6]
+
+
+def run_label(cfg: DictConfig) -> str:
+    """The encoding (combination parts joined by '+'), then ``@strategy`` when
+    that is not the encoding's default; ``run.label`` when set."""
+    if cfg.run.get("label"):
+        return str(cfg.run.label)
+    enc = cfg.encoding
+    label = "+".join(enc.parts) if enc.name == "combo" else str(enc.name)
+    from vitpos.encodings import get_encoding_class
+
+    strategy = enc.get("strategy")
+    if strategy and enc.name != "combo" and strategy != get_encoding_class(enc.name).strategies[0]:
+        label += f"@{strategy}"
+    return label
+
+
+def model_name(cfg: DictConfig) -> str:
+    """``run.model`` (``train.py`` sets it to the chosen ``model=...``), else the
+    configs/model file equal to ``cfg.model``, else ``custom``."""
+    if cfg.run.get("model"):
+        return str(cfg.run.model)
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    for path in sorted(MODEL_CONFIGS.glob("*.yaml")):
+        if OmegaConf.to_container(OmegaConf.load(path)) == model:
+            return path.stem
+    return "custom"
+
+
+def run_dir(cfg: DictConfig) -> Path:
+    """``run.root/group/model/label-hash/seed<k>`` (see the module docstring)."""
+    name = f"{run_label(cfg)}-{config_hash(cfg)}"
+    return Path(cfg.run.root) / str(cfg.run.group) / model_name(cfg) / name / f"seed{cfg.seed}"
+
+
+def next_commands(folder: Path, task: str) -> str:
+    """What to run next to look at the run in ``folder`` (printed at the end of training)."""
+    runs = folder.parents[3] if len(folder.parents) > 3 else folder.parent
+    group = folder.parents[2] if len(folder.parents) > 2 else folder.parent
+    ckpt = folder / "checkpoints" / "last.ckpt"
+    lines = [
+        "next:",
+        f"  tensorboard --logdir {runs}",
+        f"  python -m vitpos.compare {group} --out {group}/report",
+        f"  python -m vitpos.extrapolate ckpt={ckpt} out={folder}/extrapolation",
+    ]
+    if task != "sequence":
+        lines.append(f"  python -m vitpos.viz ckpt={ckpt} out={folder}/viz")
+    return "\n".join(lines)

@@ -1,0 +1,105 @@
+"""Run-time settings resolved in code: ``trainer.precision: auto`` and ``threads: auto``.
+
+precision ``auto``: ``bf16-mixed`` on a CUDA device that supports bfloat16,
+and on a CPU with native bfloat16 matmuls (AVX512-BF16 or AMX); ``32-true``
+elsewhere. On a CPU without native bf16 the emulated kernels are slower than
+float32, so autocast would cost time, not save it. Measured on an AVX512-BF16
+EPYC (issue 11): a ViT step under CPU autocast runs at ~1.4x float32, and a
+short CIFAR-10 training reaches the float32 accuracy (README: Performance).
+
+threads ``auto``: ``torch`` threads = usable cores / concurrent jobs, where
+the job count comes from the Hydra joblib launcher (``hydra.launcher.n_jobs``)
+when a sweep runs jobs side by side. Two jobs that each use every core
+oversubscribe OpenMP and collapse to a few images/s (issue 11).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+PRECISIONS_32 = "32-true"
+PRECISION_BF16 = "bf16-mixed"
+
+
+def cpu_supports_bf16() -> bool:
+    """True when the CPU has native bfloat16 dot products (AVX512-BF16 or AMX)."""
+    cpu = getattr(torch, "cpu", None)
+    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        fn = getattr(cpu, probe, None)
+        if fn is not None and fn():
+            return True
+    return False
+
+
+def resolve_precision(precision, accelerator: str | None = "auto") -> str | int:
+    """``trainer.precision`` as Lightning takes it; ``auto`` is decided here
+    (see the module docstring). Any other value passes through unchanged."""
+    if precision != "auto":
+        return precision
+    use_cuda = accelerator in ("gpu", "cuda") or (accelerator in (None, "auto") and torch.cuda.is_available())
+    if use_cuda:
+        return PRECISION_BF16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "16-mixed"
+    return PRECISION_BF16 if cpu_supports_bf16() else PRECISIONS_32
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def resolve_threads(threads, n_jobs: int = 1) -> int | None:
+    """Threads per job: an int as given, ``auto`` = cores // jobs (at least 1),
+    ``null`` = leave torch's choice alone (returns None)."""
+    if threads in (None, "none", "null"):
+        return None
+    if threads == "auto":
+        return max(usable_cores() // max(int(n_jobs), 1), 1)
+    if isinstance(threads, int) and threads > 0:
+        return threads
+    raise ValueError(f"threads={threads!r}; valid: auto, a positive integer, or null (threads=...)")
+
+
+def apply_threads(threads, n_jobs: int = 1) -> int | None:
+    """Set ``torch.set_num_threads`` (and OMP_NUM_THREADS for child processes)
+    per :func:`resolve_threads`; returns the count set, or None."""
+    n = resolve_threads(threads, n_jobs)
+    if n is not None:
+        torch.set_num_threads(n)
+        os.environ["OMP_NUM_THREADS"] = str(n)
+    return n
+
+
+def sweep_jobs() -> int:
+    """Jobs a Hydra launcher runs side by side (joblib's ``n_jobs``; -1 = every
+    core, as joblib counts), or 1 outside such a sweep."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        n = int(HydraConfig.get().launcher.get("n_jobs", 1) or 1)
+    except (ImportError, ValueError, AttributeError, TypeError):
+        return 1
+    return n if n > 0 else max(usable_cores() + 1 + n, 1)
+
+
+def resolve_runtime(cfg) -> None:
+    """Resolve ``trainer.precision: auto`` into the config (so the run folder's
+    hash and the checkpoint record what ran) and apply ``threads``. ``threads:
+    auto`` acts only when a sweep runs jobs side by side (cores // jobs each);
+    a single run keeps torch's choice, which honours OMP_NUM_THREADS."""
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        trainer = cfg.trainer
+        trainer.precision = resolve_precision(trainer.get("precision", "auto"), trainer.get("accelerator", "auto"))
+    threads = cfg.get("threads", "auto")
+    jobs = sweep_jobs()
+    if threads == "auto" and jobs == 1:
+        return
+    n = apply_threads(threads, jobs)
+    if n is not None:
+        logging.getLogger("vitpos").info("torch threads: %d (threads=%s, %d job(s) side by side)", n, threads, jobs)

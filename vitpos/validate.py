@@ -1,0 +1,315 @@
+"""One check of the composed config before anything is written (issue 10).
+
+``validate(cfg)`` runs right after Hydra composes the config and before any
+run folder, logger or dataset exists. It raises :class:`UserError`, which the
+command line prints as one line ``error: <option>: <what> (<fix>)`` with exit
+code 2 and no traceback (see ``vitpos.cli.run_main``).
+
+The cheap checks (numbers, names, paths, trainer keys) come first and need no
+torch; the encoding checks then build the chosen encoding on the model's real
+geometry, so each encoding's own constructor stays the one place its rules
+(widths, head dims, options, strategies) are written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from pathlib import Path
+
+#: fraction of the machine's RAM one evaluation batch's attention matrix may take
+MEMORY_FRACTION = 0.25
+
+
+class UserError(ValueError):
+    """A bad option or input file: printed as ``error: <option>: <what> (<fix>)``."""
+
+    def __init__(self, option: str, what: str, fix: str | None = None):
+        self.option, self.what, self.fix = option, what, fix
+        super().__init__(f"{option}: {what}" + (f" ({fix})" if fix else ""))
+
+
+def validate(cfg) -> None:
+    """Raise :class:`UserError` for the first problem in ``cfg`` (an OmegaConf config)."""
+    from omegaconf import OmegaConf
+
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    image = plain["task"]["name"] != "sequence"
+    check_numbers(plain)
+    check_run_names(plain["run"])
+    check_trainer_keys(plain["trainer"])
+    check_data_paths(plain["data"], image)
+    check_sizes(plain, image)
+    check_memory(plain, image)
+    check_encoding(plain, image)
+
+
+# ------------------------------------------------------------------ numbers
+def _number(value, option: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(option, f"expected a number, got {value!r}", f"e.g. {option}=0.001")
+    return float(value)
+
+
+def check_numbers(c: dict) -> None:
+    lr = _number(c["optim"]["lr"], "optim.lr")
+    if not math.isfinite(lr) or lr <= 0:
+        raise UserError("optim.lr", f"must be a finite number > 0, got {lr}", "e.g. optim.lr=1e-3")
+    for key in ("weight_decay", "warmup_epochs"):
+        value = c["optim"].get(key)
+        if value is not None and not (math.isfinite(_number(value, f"optim.{key}")) and value >= 0):
+            raise UserError(f"optim.{key}", f"must be a finite number >= 0, got {value}", f"e.g. optim.{key}=0")
+    scale = c["encoding"].get("scale")
+    if scale is not None and not (math.isfinite(_number(scale, "encoding.scale")) and scale > 0):
+        raise UserError("encoding.scale", f"must be > 0 or null, got {scale}", "null: new size / training size")
+    for key in ("batch_size", "eval_batch_size"):
+        value = c["data"].get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise UserError(f"data.{key}", f"must be an integer >= 1, got {value!r}", f"e.g. data.{key}=64")
+    epochs = c["trainer"].get("max_epochs")
+    if not c["trainer"].get("fast_dev_run") and (not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1):
+        raise UserError(
+            "trainer.max_epochs", f"must be an integer >= 1, got {epochs!r}", "an untrained model is not a run"
+        )
+    smoothing = c["task"].get("label_smoothing")
+    if smoothing is not None and not 0 <= _number(smoothing, "task.label_smoothing") < 1:
+        raise UserError("task.label_smoothing", f"must be in [0, 1), got {smoothing}", "e.g. task.label_smoothing=0.1")
+    for key in ("mixup", "cutmix"):
+        value = c["task"].get(key)
+        if value is not None and _number(value, f"task.{key}") < 0:
+            raise UserError(f"task.{key}", f"must be >= 0, got {value}", f"task.{key}=0 turns it off")
+    for key in ("base", "temperature"):
+        value = c["encoding"].get(key)
+        if value is not None and not (math.isfinite(_number(value, f"encoding.{key}")) and value > 0):
+            raise UserError(
+                f"encoding.{key}",
+                f"must be a finite number > 0, got {value}",
+                f"e.g. the default in configs/encoding/{c['encoding'].get('name')}.yaml",
+            )
+    val, train = c["data"].get("val_size"), c["data"].get("num_train")
+    if isinstance(val, int) and isinstance(train, int) and not 0 <= val < train:
+        raise UserError(
+            "data.val_size",
+            f"{val} leaves no training images out of data.num_train={train}",
+            f"use data.val_size < {train}",
+        )
+    for key in ("train_subset", "test_subset", "num_train", "num_test"):
+        value = c["data"].get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise UserError(f"data.{key}", f"must be an integer >= 1 (or null), got {value!r}", f"e.g. data.{key}=1000")
+
+
+# -------------------------------------------------------------------- names
+def check_run_names(run: dict) -> None:
+    """``run.label``/``run.group`` become folder names under ``run.root``: plain names only."""
+    for key in ("group", "label"):
+        value = run.get(key)
+        if value is None and key == "label":
+            continue
+        text = str(value)
+        if not text or text in (".", "..") or "/" in text or "\\" in text or text.startswith("~") or "\0" in text:
+            raise UserError(
+                f"run.{key}",
+                f"must be a plain folder name, got {text!r}",
+                "no '/', '..' or absolute path; use run.root=DIR to choose where runs go",
+            )
+
+
+def trainer_options() -> set[str]:
+    """The keyword arguments of ``lightning.pytorch.Trainer``, read from its source
+    (importing lightning takes seconds; parsing one file does not)."""
+    import ast
+    import importlib.util
+
+    # find_spec of a submodule would import its parents (all of lightning): locate the file instead
+    package = Path(importlib.util.find_spec("lightning").origin).parent
+    source = (package / "pytorch" / "trainer" / "trainer.py").read_text()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == "Trainer":
+            init = next(n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+            return {a.arg for a in init.args.args + init.args.kwonlyargs} - {"self"}
+    raise RuntimeError("lightning.pytorch.Trainer not found")  # a lightning layout this check does not know
+
+
+def check_trainer_keys(trainer: dict) -> None:
+    valid = trainer_options()
+    for key in trainer:
+        if key not in valid:
+            close = difflib.get_close_matches(key, sorted(valid), n=1)
+            hint = f"did you mean trainer.{close[0]}?" if close else "see lightning.pytorch.Trainer for the valid keys"
+            raise UserError(f"trainer.{key}", "not an option of Lightning's Trainer", hint)
+
+
+def check_data_paths(data: dict, image: bool) -> None:
+    root = data.get("root")
+    if not image or root is None:
+        return
+    path = Path(str(root)).expanduser()
+    if path.is_file():
+        raise UserError("data.root", f"{path} is a file, not a folder", "point data.root at the dataset folder")
+    if data.get("format") == "imagefolder":
+        missing = [s for s in ("train", "test") if not (path / s).is_dir()]
+        if missing:
+            raise UserError(
+                "data.root",
+                f"{path} has no {' or '.join(f'{s}/' for s in missing)} folder",
+                "an ImageFolder tree DIR/train/<class>/*.jpg and DIR/test/<class>/*.jpg; "
+                "bash ../shared/datasets/unpack-cifar10.sh data, then data.root=data/cifar10",
+            )
+
+
+# -------------------------------------------------------------------- sizes
+def check_sizes(c: dict, image: bool) -> None:
+    if not image:
+        for i, n in enumerate(c.get("eval", {}).get("lengths") or []):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise UserError(
+                    f"eval.lengths[{i}]", f"must be an integer >= 1, got {n!r}", "e.g. eval.lengths=[64,128]"
+                )
+        train_len = c["data"].get("train_len")
+        if not isinstance(train_len, int) or train_len < 1:
+            raise UserError("data.train_len", f"must be an integer >= 1, got {train_len!r}", "e.g. data.train_len=64")
+        return
+    patch = c["model"].get("patch_size")
+    if not isinstance(patch, int) or patch < 1:
+        raise UserError("model.patch_size", f"must be an integer >= 1, got {patch!r}", "e.g. model.patch_size=4")
+    size = c["data"].get("img_size")
+    if not isinstance(size, int) or size < patch or size % patch:
+        raise UserError(
+            "data.img_size", f"{size!r} is not a multiple of model.patch_size={patch}", f"pick a multiple of {patch}"
+        )
+    for i, r in enumerate(c.get("eval", {}).get("resolutions") or []):
+        if not isinstance(r, int) or isinstance(r, bool) or r < patch or r % patch:
+            good = (
+                sorted({max(patch, (int(r) // patch) * patch), (int(r) // patch + 1) * patch})
+                if isinstance(r, int)
+                else [size]
+            )
+            raise UserError(
+                f"eval.resolutions[{i}]",
+                f"{r!r} is not a multiple of model.patch_size={patch}",
+                f"e.g. {' or '.join(map(str, good))}",
+            )
+
+
+def available_memory() -> int:
+    """Bytes of RAM on this machine."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume 16 GiB
+        return 16 << 30
+
+
+def check_memory(c: dict, image: bool) -> None:
+    """Refuse evaluation sizes whose attention matrix (eval batch x heads x N x N
+    float32) alone would take more than ``MEMORY_FRACTION`` of RAM."""
+    heads = c["model"].get("num_heads", 1)
+    batch = c["data"].get("eval_batch_size") or c["data"].get("batch_size") or 1
+    budget = MEMORY_FRACTION * available_memory()
+    if image:
+        patch, option, sizes = c["model"]["patch_size"], "eval.resolutions", c.get("eval", {}).get("resolutions")
+        sizes = [c["data"]["img_size"], *(sizes or [])]
+        tokens = [(s // patch) ** 2 + 1 for s in sizes]  # +1: a class token when model.pool=cls
+    else:
+        option, sizes = "eval.lengths", [c["data"]["train_len"], *(c.get("eval", {}).get("lengths") or [])]
+        tokens = list(sizes)
+    for i, (size, n) in enumerate(zip(sizes, tokens)):
+        need = 4 * batch * heads * n * n
+        if need > budget:
+            name = option if i else ("data.img_size" if image else "data.train_len")
+            raise UserError(
+                name,
+                f"size {size} needs about {need / 2**30:.0f} GiB for one attention matrix of an evaluation "
+                f"batch ({batch} x {heads} heads x {n}^2 tokens), more than {MEMORY_FRACTION:.0%} of this machine's "
+                f"{available_memory() / 2**30:.0f} GiB",
+                "use smaller sizes, or a smaller data.eval_batch_size",
+            )
+
+
+# ----------------------------------------------------------------- encoding
+def _encoding_names(image: bool) -> str:
+    from vitpos.encodings import list_encodings
+
+    img, seq = list_encodings(2), list_encodings(1)
+    return f"image: {', '.join(img)}; sequence: {', '.join(seq)}"
+
+
+def check_encoding(c: dict, image: bool) -> None:
+    """Name, strategy and options of ``encoding``, then the encoding built on the
+    model's geometry (its constructor checks widths and head dims)."""
+    from vitpos.encodings import EncodingContext, create_encoding, get_encoding_class
+
+    enc = dict(c["encoding"])
+    name = enc.pop("name", None)
+    try:
+        cls = get_encoding_class(str(name))
+    except KeyError:
+        raise UserError("encoding.name", f"unknown encoding {name!r}", _encoding_names(image)) from None
+    dims = 2 if image else 1
+    if dims not in cls.grid_dims:
+        raise UserError(
+            "encoding",
+            f"'{name}' is for {'sequences' if image else 'images'}, this is an {'image' if image else 'sequence'} task",
+            _encoding_names(image),
+        )
+    params = accepted_options(cls)
+    unknown = sorted(set(enc) - set(params))
+    if unknown:
+        raise UserError(
+            f"encoding.{unknown[0]}", f"'{name}' takes no option '{unknown[0]}'", f"valid options: {', '.join(params)}"
+        )
+    strategy = enc.get("strategy")
+    if strategy is not None and name != "combo":
+        valid = cls.strategies + (("linear",) if "interpolate" in cls.strategies and "ntk" in cls.strategies else ())
+        if strategy not in valid:
+            raise UserError(
+                "encoding.strategy", f"'{name}' has no strategy {strategy!r}", f"valid: {', '.join(cls.strategies)}"
+            )
+    m = c["model"]
+    if image:
+        side = c["data"]["img_size"] // m["patch_size"]
+        grid, prefix = (side, side), int(m.get("pool") == "cls")
+    else:
+        grid, prefix = (c["data"]["train_len"],), 0
+    if m.get("num_heads", 0) < 1 or m.get("dim", 0) % max(1, m.get("num_heads", 1)):
+        raise UserError(
+            "model.dim",
+            f"{m.get('dim')} is not a multiple of model.num_heads={m.get('num_heads')}",
+            "change model.dim or model.num_heads",
+        )
+    ctx = EncodingContext(m["dim"], m["num_heads"], m["depth"], grid, prefix)
+    try:
+        exercise(create_encoding(str(name), ctx, **enc), ctx)
+    except (ValueError, TypeError, KeyError, RuntimeError) as err:
+        message = str(err.args[0] if isinstance(err, KeyError) else err)
+        raise UserError("encoding", message.rstrip("."), f"model: dim {m['dim']}, {m['num_heads']} heads") from None
+
+
+def exercise(pe, ctx) -> None:
+    """Run every hook once on the training grid: encodings that build their
+    tables lazily check their widths there, not in the constructor."""
+    import torch
+
+    n = math.prod(ctx.grid)
+    with torch.no_grad():
+        pe.add_to_tokens(torch.zeros(1, n, ctx.dim), ctx.grid)  # (B, N, D)
+        q = torch.zeros(1, ctx.num_heads, ctx.num_prefix_tokens + n, ctx.head_dim)  # (B, H, P + N, Dh)
+        pe.after_block(torch.zeros(1, ctx.num_prefix_tokens + n, ctx.dim), ctx.grid, 0)  # (B, P + N, D)
+        pe.rotate_qk(q, q, ctx.grid, 0)
+        pe.attention_bias(ctx.grid, 0, torch.device("cpu"), torch.float32)
+
+
+def accepted_options(cls) -> list[str]:
+    """The keyword options an encoding class takes, following ``**kw`` up its bases."""
+    import inspect
+
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+        names += [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in ("self", "ctx")]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return sorted(set(names))

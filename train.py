@@ -92,7 +92,7 @@ def main(cfg: DictConfig) -> float:
         validate(cfg)  # before any folder, logger or heavy import
         from vitpos.runtime import resolve_runtime
 
-        resolve_runtime(cfg)  # trainer.precision=auto, threads (before the run folder's hash)
+        resolve_runtime(cfg)  # threads per job when a sweep runs jobs side by side
     except (UserError, ValueError) as err:
         report(err)
     from vitpos.runs import run_dir

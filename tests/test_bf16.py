@@ -91,3 +91,18 @@ def test_precision_auto_resolves_per_device(monkeypatch):
     assert resolve_precision("auto", "cpu") == "bf16-mixed"
     monkeypatch.setattr(rt, "cpu_supports_bf16", lambda: False)
     assert resolve_precision("auto", "cpu") == "32-true"
+
+
+def test_run_identity_sees_auto_precision_resolved_and_ignores_compile(monkeypatch):
+    import vitpos.runtime as rt
+    from vitpos.runs import config_hash
+
+    def cfg(precision, compile=False):
+        return {"model": {"dim": 8, "compile": compile}, "encoding": {}, "data": {}, "optim": {}, "task": {},
+                "trainer": {"precision": precision, "accelerator": "cpu"}}  # fmt: skip
+
+    monkeypatch.setattr(rt, "cpu_supports_bf16", lambda: False)
+    assert config_hash(cfg("auto")) == config_hash(cfg("32-true"))  # old runs keep their folders
+    monkeypatch.setattr(rt, "cpu_supports_bf16", lambda: True)
+    assert config_hash(cfg("auto")) == config_hash(cfg("bf16-mixed")) != config_hash(cfg("32-true"))
+    assert config_hash(cfg("auto", compile=True)) == config_hash(cfg("auto"))

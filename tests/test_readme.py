@@ -171,7 +171,8 @@ def test_parser_keeps_quoted_words_and_drops_comments():
     assert classify("rm -rf runs") is None
 
 
-HASH = re.compile(r"-[0-9a-f]{6}(?=/|$)")  # the config hash in runs/<group>/<model>/<label>-<hash>/seed<k>
+# the config hash (or the README's `-*` glob) in runs/<group>/<model>/<label>-<hash>/seed<k>
+HASH = re.compile(r"-(?:[0-9a-f]{6}|\*)(?=/|$)")
 
 
 def with_smoke_hashes(command: str, work: Path) -> str:

@@ -55,3 +55,37 @@ def test_rope_head_dim_error_names_the_sizes():
 def test_image_only_encoding_on_a_sequence_grid_says_so():
     with pytest.raises(ValueError, match="image"):
         create_encoding("sincos_2d", EncodingContext(32, 2, 2, (16,)))
+
+
+@pytest.mark.parametrize("name", IMAGE_ENCODINGS)
+def test_a_table_cached_during_evaluation_serves_a_training_backward(name):
+    """Lightning validates under torch.inference_mode; a rotation, table or index
+    first built there must not be an inference tensor the next training step
+    cannot save for backward (it was, for rope_2d and rel_bias_2d)."""
+    import torch
+
+    from vitpos.models.vit import VisionTransformer
+
+    torch.manual_seed(0)
+    model = VisionTransformer(encoding=name, dim=32, depth=2, num_heads=2, drop_path=0.0)
+    images = torch.randn(2, 3, 16, 16)
+    with torch.inference_mode():
+        model(images)
+    model(images).sum().backward()
+    assert model.patch_embed.weight.grad is not None
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", [n for n in list_encodings(1) if n != "combo"])  # combo's default parts are 2D
+def test_a_sequence_table_cached_during_evaluation_serves_a_training_backward(name):
+    import torch
+
+    from vitpos.models.seq_transformer import SequenceTransformer
+
+    model = SequenceTransformer(encoding=name, dim=32, depth=2, num_heads=2, max_len=16)
+    tokens = torch.randint(0, 17, (2, 16))
+    with torch.inference_mode():
+        model(tokens)
+    model(tokens).sum().backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)

@@ -150,3 +150,29 @@ def test_a_crafted_checkpoint_is_refused_by_the_loaders_of_the_training_path(tmp
         check_same_run(OmegaConf.create({"model": {}}), evil)
     with pytest.raises(pickle.UnpicklingError):  # load_from_checkpoint defaults to weights_only=True
         ImageClassifier.load_from_checkpoint(evil, map_location="cpu")
+
+
+def test_resume_auto_compares_only_what_defines_the_run(tmp_path):
+    """A harmless change (eval batch size, pictures) continues the checkpoint;
+    a run-defining one (the encoding's base) is refused with the differing key."""
+    from omegaconf import OmegaConf
+
+    from vitpos.train import check_same_run
+
+    base = {
+        "model": {"dim": 64},
+        "encoding": {"name": "rope_2d", "base": 100.0},
+        "data": {"name": "shapes", "eval_batch_size": 512},
+        "optim": {"lr": 1e-3},
+        "task": {"name": "classification", "pictures": True},
+        "trainer": {"max_epochs": 3},
+    }
+    last = tmp_path / "last.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {"cfg": base}}, last)
+    harmless = OmegaConf.create(base)
+    harmless.data.eval_batch_size, harmless.task.pictures = 64, False
+    check_same_run(harmless, last)  # no error
+    changed = OmegaConf.create(base)
+    changed.encoding.base = 10.0
+    with pytest.raises(ValueError, match="encoding.base"):
+        check_same_run(changed, last)

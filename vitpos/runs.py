@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 RUN_DEFINING = ("model", "encoding", "data", "optim", "task", "trainer")
 #: keys in those sections that change where or how a run is shown, not what it learns
 NOT_DEFINING = {
+    "model": {"compile"},  # torch.compile changes the speed, not what is learned
     "data": {"root", "download", "eval_batch_size", "num_workers"},
     "task": {"pictures", "pictures_every_n_epochs"},
     "trainer": {
@@ -54,6 +55,10 @@ def identity(cfg: DictConfig | dict) -> dict:
     for section in RUN_DEFINING:
         values = plain.get(section) or {}
         out[section] = {k: v for k, v in values.items() if k not in NOT_DEFINING.get(section, ())}
+    if "precision" in out["trainer"]:  # auto: what it resolves to here (vitpos/runtime.py)
+        from vitpos.runtime import trainer_precision
+
+        out["trainer"]["precision"] = trainer_precision(plain.get("trainer") or {})
     return out
 
 

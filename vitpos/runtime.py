@@ -86,16 +86,18 @@ def sweep_jobs() -> int:
     return n if n > 0 else max(usable_cores() + 1 + n, 1)
 
 
-def resolve_runtime(cfg) -> None:
-    """Resolve ``trainer.precision: auto`` into the config (so the run folder's
-    hash and the checkpoint record what ran) and apply ``threads``. ``threads:
-    auto`` acts only when a sweep runs jobs side by side (cores // jobs each);
-    a single run keeps torch's choice, which honours OMP_NUM_THREADS."""
-    from omegaconf import open_dict
+def trainer_precision(trainer: dict) -> str | int:
+    """``trainer.precision`` of a plain trainer config, ``auto`` resolved. The
+    config keeps ``auto``; the run folder's hash (vitpos/runs.py) and the
+    Trainer both see the resolved value, so ``auto`` on a machine without bf16
+    names the same run as ``32-true``."""
+    return resolve_precision(trainer.get("precision", "auto"), trainer.get("accelerator", "auto"))
 
-    with open_dict(cfg):
-        trainer = cfg.trainer
-        trainer.precision = resolve_precision(trainer.get("precision", "auto"), trainer.get("accelerator", "auto"))
+
+def resolve_runtime(cfg) -> None:
+    """Apply ``threads``: ``auto`` acts only when a sweep runs jobs side by side
+    (cores // jobs each); a single run keeps torch's choice, which honours
+    OMP_NUM_THREADS."""
     threads = cfg.get("threads", "auto")
     jobs = sweep_jobs()
     if threads == "auto" and jobs == 1:

@@ -43,9 +43,6 @@ def build(cfg: DictConfig):
     raise ValueError(f"unknown task.name '{name}'; valid: classification, sequence (task=...)")
 
 
-RUN_DEFINING = ("model", "encoding", "data", "optim", "task")
-
-
 def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two plain configs."""
     keys = sorted(set(saved) | set(current))
@@ -60,13 +57,14 @@ def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str
 
 
 def check_same_run(cfg: DictConfig, last: Path) -> None:
-    """Refuse to continue a checkpoint trained with another model, encoding,
-    data, optimizer or task (``trainer.max_epochs`` may change)."""
+    """Refuse to continue a checkpoint whose run-defining config
+    (:func:`vitpos.runs.identity`: what the folder's hash covers) differs;
+    settings that only change where or how a run is shown may differ."""
+    from vitpos.runs import identity
     from vitpos.safe_load import load_checkpoint
 
     saved = load_checkpoint(last)["hyper_parameters"]["cfg"]  # weights_only=True: a crafted file is refused
-    current = OmegaConf.to_container(cfg, resolve=True)
-    diffs = [d for k in RUN_DEFINING for d in config_differences({k: saved.get(k)}, {k: current.get(k)})]
+    diffs = config_differences(identity(saved), identity(cfg))
     if diffs:
         raise ValueError(
             f"{last} belongs to a run with another configuration ({'; '.join(diffs[:3])}"
@@ -154,9 +152,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
     from vitpos.run_status import write_status
 
     validate(cfg)  # train.py checked already; here for callers of train(cfg), before anything is written
-    from vitpos.runtime import resolve_runtime
+    from vitpos.runtime import resolve_runtime, trainer_precision
 
-    resolve_runtime(cfg)  # trainer.precision=auto -> bf16-mixed or 32-true; threads per sweep job
+    resolve_runtime(cfg)  # threads per sweep job
     quiet_console()
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     out = run_dir(cfg)
@@ -183,6 +181,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
         callbacks.append(PicturesCallback(cfg.task.get("pictures_every_n_epochs", 0)))
     trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
+    trainer_opts["precision"] = trainer_precision(trainer_opts)  # auto: bf16-mixed where native (vitpos/runtime.py)
     # the datamodules shard evaluation over DDP ranks themselves, without the
     # padding DistributedSampler adds, so DDP metrics equal one process's exactly
     trainer_opts["use_distributed_sampler"] = False

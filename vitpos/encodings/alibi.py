@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .base import EncodingContext, Grid, PositionalEncoding, register
+from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
 from .functional import alibi_slopes
 
 
@@ -49,13 +49,15 @@ class ALiBi(PositionalEncoding):
         """(H, P + N, P + N), the same for every block; cached per length/device/dtype."""
         (n,) = grid
         key = (n, str(device), dtype)
-        if key not in self._cache:
+
+        def build() -> torch.Tensor:
             bias = alibi_bias(self.slopes.cpu(), n)
             p = self.num_prefix_tokens
             if p:
                 bias = F.pad(bias, (p, 0, p, 0))  # prefix rows/columns: no bias
-            self._cache[key] = bias.to(device=device, dtype=dtype)
-        return self._cache[key]
+            return bias.to(device=device, dtype=dtype)
+
+        return cached_table(self._cache, key, build)
 
     def no_weight_decay(self) -> set[str]:
         return set()  # no parameters

@@ -25,6 +25,20 @@ from torch import nn
 Grid = tuple[int, ...]
 
 
+def cached_table(cache: dict, key: tuple, build) -> torch.Tensor:
+    """``cache[key]``, built by ``build()`` on a miss.
+
+    Derived tables (rotations, fixed tables, index maps) hold no gradient, and are
+    built outside inference mode: a table first built during evaluation (Lightning
+    validates under ``torch.inference_mode``) would otherwise be an inference
+    tensor, which a later training step cannot save for its backward pass."""
+    table = cache.get(key)
+    if table is None:
+        with torch.inference_mode(False), torch.no_grad():
+            table = cache[key] = build()
+    return table
+
+
 @dataclass(frozen=True)
 class EncodingContext:
     """The geometry of the model an encoding is built for."""

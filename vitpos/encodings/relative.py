@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import EncodingContext, Grid, PositionalEncoding, register
+from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
 from .functional import relative_position_index_2d
 
 
@@ -52,13 +52,13 @@ class RelativeBias2D(PositionalEncoding):
     def index_for(self, grid: Grid, device: torch.device) -> torch.Tensor:
         """(N, N) long index, built once per grid/strategy/device."""
         key = (tuple(grid), self.strategy, str(device))
-        if key not in self._index_cache:
+
+        def build() -> torch.Tensor:
             if tuple(grid) == self.train_grid or self.strategy == "interpolate":
-                index = relative_position_index_2d(*grid)
-            else:
-                index = clamped_relative_index_2d(grid, self.train_grid)
-            self._index_cache[key] = index.to(device)
-        return self._index_cache[key]
+                return relative_position_index_2d(*grid).to(device)
+            return clamped_relative_index_2d(grid, self.train_grid).to(device)
+
+        return cached_table(self._index_cache, key, build)
 
     def offset_table(self, block: int, grid: Grid) -> torch.Tensor:
         """(E', H): the offset entries for ``grid`` (resized if needed), then the class entries."""

@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from . import functional as fn
-from .base import EncodingContext, Grid, PositionalEncoding, register
+from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
 from .sincos import axis_positions, check_align
 
 ROPE_STRATEGIES = ("extrapolate", "interpolate", "ntk", "dynamic", "yarn")
@@ -120,9 +120,7 @@ class _RotaryBase(PositionalEncoding):
     def rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
         """Complex rotations (N, Dh/2), or (H, N, Dh/2) for per-head frequencies."""
         key = (tuple(grid), self.strategy, self.scale, self.yarn_ramp, str(device))
-        if key not in self._cache:
-            self._cache[key] = self.build_rotation(tuple(grid)).to(device)
-        return self._cache[key]
+        return cached_table(self._cache, key, lambda: self.build_rotation(tuple(grid)).to(device))
 
     def build_rotation(self, grid: Grid) -> torch.Tensor:
         raise NotImplementedError

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .base import EncodingContext, Grid, PositionalEncoding, register
+from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
 from .functional import sincos_1d, sincos_2d
 
 ALIGN_MODES = ("corners", "ratio")
@@ -65,9 +65,7 @@ class _FixedTable(PositionalEncoding):
 
     def table_for(self, grid: Grid, device: torch.device) -> torch.Tensor:
         key = (tuple(grid), self.strategy, str(device))
-        if key not in self._cache:
-            self._cache[key] = self.build(tuple(grid)).to(device)
-        return self._cache[key]
+        return cached_table(self._cache, key, lambda: self.build(tuple(grid)).to(device))
 
     def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
         return x + self.table_for(grid, x.device).to(x.dtype)

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import EncodingContext, Grid, PositionalEncoding, register
+from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
 
 
 def t5_relative_bucket(
@@ -92,12 +92,13 @@ class T5RelativeBias1D(PositionalEncoding):
     def bucket_index(self, n: int, device: torch.device) -> torch.Tensor:
         """(n, n) bucket of every (query, key) pair, cached per length/device."""
         key = (n, str(device))
-        if key not in self._index_cache:
+
+        def build() -> torch.Tensor:
             pos = torch.arange(n)
             offset = pos[None, :] - pos[:, None]  # (n, n), key - query
-            index = t5_relative_bucket(offset, self.num_buckets, self.max_distance, self.bidirectional)
-            self._index_cache[key] = index.to(device)
-        return self._index_cache[key]
+            return t5_relative_bucket(offset, self.num_buckets, self.max_distance, self.bidirectional).to(device)
+
+        return cached_table(self._index_cache, key, build)
 
     def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         (n,) = grid

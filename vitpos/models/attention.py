@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from timm.layers import DropPath, Mlp
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from vitpos.encodings import Grid, PositionalEncoding
 
@@ -75,7 +76,13 @@ class Attention(nn.Module):
         b, n, d = x.shape
         q, k, v = self.qkv_heads(x, grid, pe, block)
         drop = self.attn_drop if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)  # (B, H, N, Dh)
+        if q.device.type == "cpu" and q.dtype == torch.bfloat16:
+            # PyTorch's CPU flash kernel in bf16 ran 1.5-2.7x slower than the math path (fwd + bwd,
+            # vit_micro/vit_tiny shapes, bench/run.py step), while in float32 flash is the faster one.
+            with sdpa_kernel(SDPBackend.MATH):
+                out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)  # (B, H, N, Dh)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)  # (B, H, N, Dh)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, d)))
 
     def attention_probs(self, x, grid, pe, block, mask=None) -> torch.Tensor:

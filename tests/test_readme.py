@@ -187,9 +187,9 @@ def with_smoke_hashes(command: str, work: Path) -> str:
         key, sep, path = word.rpartition("=") if "=" in word else ("", "", word)
         if "runs/" not in path or (work / path).exists() or not HASH.search(path):
             continue
-        found = sorted(work.glob(HASH.sub("-*", path)))
-        if len(found) == 1:
-            words[i] = key + sep + str(found[0].relative_to(work))
+        found = sorted(work.glob(HASH.sub("-*", path)), key=lambda f: f.stat().st_mtime)
+        if found:  # several: the run an earlier command made last
+            words[i] = key + sep + str(found[-1].relative_to(work))
     return shlex.join(words)
 
 

@@ -37,8 +37,8 @@ def test_short_run_writes_events_checkpoints_and_resumes(tmp_path):
     cfg = config(tmp_path, "encoding=rope_2d", "trainer.max_epochs=2", "eval.resolutions=[24]", *SHAPES_TINY)
     run = run_dir(cfg)  # runs/shapes/vit_micro/rope_2d-<hash>/seed0
     assert run.relative_to(tmp_path).parts[:2] == ("shapes", "vit_micro")
-    # an interrupted run: a 1-epoch run's last.ckpt (another folder: another config) placed as
-    # this run's last.ckpt, its weights marked; the run continues from it and the mark survives epoch 2
+    # continuing another run: a 1-epoch run's last.ckpt (another folder: max_epochs is part of the
+    # run's identity), its weights marked, passed as resume=PATH; the mark survives epoch 2
     short = config(tmp_path, "encoding=rope_2d", "trainer.max_epochs=1", "eval.resolutions=[24]", *SHAPES_TINY)
     assert run_dir(short) != run
     train(short)
@@ -51,9 +51,15 @@ def test_short_run_writes_events_checkpoints_and_resumes(tmp_path):
     state = torch.load(last, weights_only=True)
     first_step = state["global_step"]
     state["state_dict"]["model.head.bias"].fill_(1000.0)
-    (run / "checkpoints").mkdir(parents=True)
-    torch.save(state, run / "checkpoints" / "last.ckpt")
-    train(cfg)
+    marked = tmp_path / "marked.ckpt"
+    torch.save(state, marked)
+    with pytest.raises(ValueError, match="trainer.max_epochs"):  # resume=auto: not this run's checkpoint
+        (run / "checkpoints").mkdir(parents=True)
+        torch.save(state, run / "checkpoints" / "last.ckpt")
+        train(cfg)
+    (run / "checkpoints" / "last.ckpt").unlink()
+    train(config(tmp_path, "encoding=rope_2d", "trainer.max_epochs=2", "eval.resolutions=[24]", f"resume={marked}",
+                 *SHAPES_TINY))
     resumed = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert resumed["global_step"] == 2 * first_step
     assert resumed["state_dict"]["model.head.bias"].min() > 900  # started from the checkpoint, not from scratch

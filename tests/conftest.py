@@ -19,6 +19,24 @@ def small_vit(encoding="none", pool="gap", img_size=16, **kw):
     return VisionTransformer(encoding, **opts).eval()
 
 
+class EvalModule(torch.nn.Module):
+    """The part of a task module that ``vitpos.extrapolate.evaluate_sizes`` uses:
+    ``encoding`` and ``evaluate_batch`` -> (summed loss, correct, count)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    @property
+    def encoding(self):
+        return self.model.pos
+
+    def evaluate_batch(self, batch):
+        x, y = batch
+        logits = self.model(x)
+        return torch.nn.functional.cross_entropy(logits, y, reduction="sum"), (logits.argmax(-1) == y).sum(), len(y)
+
+
 def make_encoding(name, grid=(4, 4), dim=32, heads=2, depth=2, prefix=0, **options):
     torch.manual_seed(0)
     return create_encoding(name, EncodingContext(dim, heads, depth, grid, prefix), **options)

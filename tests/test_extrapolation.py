@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import make_encoding, small_vit
+from conftest import EvalModule, make_encoding, small_vit
 
 from vitpos.encodings import functional as fn
 from vitpos.encodings import list_encodings
@@ -143,23 +143,8 @@ class _Images:
         return [(torch.randn(8, 3, size, size, generator=g), torch.randint(0, 10, (8,), generator=g))]
 
 
-class _Module(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    @property
-    def encoding(self):
-        return self.model.pos
-
-    def evaluate_batch(self, batch):
-        x, y = batch
-        logits = self.model(x)
-        return torch.nn.functional.cross_entropy(logits, y, reduction="sum"), (logits.argmax(-1) == y).sum(), len(y)
-
-
 def test_evaluator_names_metrics_per_strategy_and_restores_the_default():
-    module = _Module(small_vit("rope_2d"))
+    module = EvalModule(small_vit("rope_2d"))
     strategies = choose_strategies(module.encoding, "all")
     assert strategies[0] == "extrapolate" and set(strategies) == {
         "extrapolate",
@@ -176,7 +161,7 @@ def test_evaluator_names_metrics_per_strategy_and_restores_the_default():
 
 
 def test_evaluator_records_a_refusal_as_nan():
-    module = _Module(small_vit({"name": "learned_1d", "strategy": "error"}))
+    module = EvalModule(small_vit({"name": "learned_1d", "strategy": "error"}))
     results = evaluate_sizes(module, _Images(), [16, 24], ["error"], "res", progress=False)
     assert results["test/acc@res16"] >= 0 and results["test/acc@res24"] != results["test/acc@res24"]  # NaN
 

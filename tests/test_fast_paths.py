@@ -3,7 +3,7 @@ mask built in the autocast dtype, capped smoke evaluation, threads per sweep job
 
 import pytest
 import torch
-from conftest import small_vit
+from conftest import EvalModule, small_vit
 
 from vitpos.extrapolate import evaluate_sizes
 from vitpos.models.attention import build_attention_mask
@@ -48,21 +48,6 @@ def test_bias_mask_in_bf16_equals_the_float32_mask_cast():
     assert (fast.float()[~keep] <= torch.finfo(torch.bfloat16).min / 2).all()  # masked stays masked
 
 
-class _Module(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    @property
-    def encoding(self):
-        return self.model.pos
-
-    def evaluate_batch(self, batch):
-        x, y = batch
-        logits = self.model(x)
-        return torch.nn.functional.cross_entropy(logits, y, reduction="sum"), (logits.argmax(-1) == y).sum(), len(y)
-
-
 class _Batches:
     """Four test batches at any size; counts how many were drawn."""
 
@@ -77,7 +62,7 @@ class _Batches:
 
 
 def test_capped_evaluation_equals_the_full_one_on_its_batches():
-    module = _Module(small_vit("sincos_2d"))
+    module = EvalModule(small_vit("sincos_2d"))
     data = _Batches()
     capped = evaluate_sizes(module, data, [16, 24], ["extrapolate"], "res", progress=False, max_batches=1)
     assert data.drawn == 2  # one batch per size, the loader stops there

@@ -6,7 +6,8 @@ q and k (which require grad) and back-propagates a fixed random cotangent.
 Peers: rotary-embedding-torch (``rotate_queries_or_keys`` / axial
 ``apply_rotary_emb`` with precomputed freqs), timm's ``RotaryEmbeddingCat`` +
 ``apply_rot_embed_cat`` (EVA's helpers, table precomputed), and the textbook
-rotate-half (``functional.rotate_half_reference``) under ``torch.compile``.
+rotate-half (``functional.rotate_half_reference``) under ``torch.compile``;
+vitpos's half layout also runs compiled (inductor fuses its real-arithmetic form).
 Ratios are against the fastest peer (> 1: vitpos is faster).
 """
 
@@ -37,6 +38,7 @@ def contenders_1d(b, h, n, dh):
     ctx = EncodingContext(h * dh, h, 1, (n,))
     ours = create_encoding("rope_1d", ctx, layout="half")
     ours_pairs = create_encoding("rope_1d", ctx)
+    ours_compiled = torch.compile(lambda q, k: ours.rotate_qk(q, k, (n,), 0), fullgraph=True, dynamic=False)
     lucid = RotaryEmbedding(dim=dh, cache_if_possible=True)
     angles = torch.outer(torch.arange(n, dtype=torch.float32), fn.rope_inv_freq(dh // 2, 10000.0))  # (N, Dh/2)
     cos, sin = angles.cos(), angles.sin()
@@ -45,6 +47,7 @@ def contenders_1d(b, h, n, dh):
         "rotary-embedding-torch": lambda q, k: (lucid.rotate_queries_or_keys(q), lucid.rotate_queries_or_keys(k)),
         "compiled rotate-half": lambda q, k: (half(q, cos, sin), half(k, cos, sin)),
         "vitpos rope_1d half": lambda q, k: ours.rotate_qk(q, k, (n,), 0),
+        "vitpos rope_1d half, compiled": lambda q, k: ours_compiled(q, k),
         "vitpos rope_1d interleaved": lambda q, k: ours_pairs.rotate_qk(q, k, (n,), 0),
     }
 

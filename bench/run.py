@@ -7,8 +7,10 @@ process, the thread count and the torch version.
 parts: step (training step vs timm), rope (RoPE on q, k vs rotary-embedding-torch,
 timm, compiled rotate-half), data (an epoch of augmented batches vs torchvision's
 ImageFolder + DataLoader), eval (throughput per resolution), memory (peak memory
-per training step), gpu (bench/gpu.sh's checks; needs CUDA). Default: every
-part but gpu. ``--quick``: small shapes and subsets, a few minutes on 2 threads.
+per training step), sweep (a 4-job ``train.py -m`` sweep one job at a time vs
+two side by side with a thread each; needs the CIFAR-10 copy), gpu
+(bench/gpu.sh's checks; needs CUDA). Default: every part but sweep and gpu.
+``--quick``: small shapes and subsets, a few minutes on 2 threads.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ import time
 
 import torch
 
-PARTS = ("step", "rope", "data", "eval", "memory", "gpu")
+PARTS = ("step", "rope", "data", "eval", "memory", "sweep", "gpu")
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
-    p.add_argument("parts", nargs="*", help=f"any of {', '.join(PARTS)}; default: all but gpu")
+    p.add_argument("parts", nargs="*", help=f"any of {', '.join(PARTS)}; default: all but sweep and gpu")
     p.add_argument("--quick", action="store_true", help="small shapes and subsets (a few minutes)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--compile-all", action="store_true", help="step: compile every encoding, not three")
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"unknown part(s) {', '.join(unknown)}; valid: {', '.join(PARTS)}")
     if a.threads:
         torch.set_num_threads(a.threads)
-    parts = a.parts or [x for x in PARTS if x != "gpu"]
+    parts = a.parts or [x for x in PARTS if x not in ("sweep", "gpu")]
     print(f"# vitpos benchmarks: threads={torch.get_num_threads()} torch={torch.__version__} "
           f"cpu={torch.backends.cpu.get_cpu_capability()} quick={a.quick}")  # fmt: skip
     start = time.perf_counter()
@@ -60,6 +62,10 @@ def main(argv: list[str] | None = None) -> None:
             from .memory import run
 
             run(a.quick)
+        elif part == "sweep":
+            from .sweep import run
+
+            run(a.quick, a.data_root)
         elif part == "gpu":
             from .gpu import run
 

@@ -58,6 +58,8 @@ TRAIN_CASES = [
     ("combo-one-part", ["encoding=combo", "encoding.parts=[rope_2d]"], "two or more distinct parts"),
     ("cpe-blocks", ["encoding=cpe", "encoding.blocks=[9]"], "encoding.blocks"),
     ("val-size", ["data.num_train=512", "data.val_size=2000"], "data.val_size"),
+    ("augment-policy", ["data.augment=autoaug"], "valid: none, trivial, randaugment"),
+    ("ema-decay-1", ["task.ema_decay=1"], "task.ema_decay"),
     ("train-subset-zero", ["data=cifar10", "data.train_subset=0"], "data.train_subset"),
     ("model-group", ["model=huge"], "vit_micro"),
     ("key-typo", ["data.batch_sizee=3"], "did you mean data.batch_size"),

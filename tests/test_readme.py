@@ -50,12 +50,20 @@ LIMITS = [
     "++trainer.limit_test_batches=1",
 ]
 
+# Every replayed training runs eager: torch.compile costs ~40 s per run on these CPUs and changes
+# only the speed (tests/test_compile.py checks compiled training against eager).
+TRAIN_SMOKE = [*LIMITS, "model.compile=false"]
+
 # Commands that cannot run in CI, by prefix, with the reason.
 SKIP = {
     "pip install": "installs packages: .ci/run runs this install itself before the tests",
     "python -m pytest": "the test suite itself, of which this test is a part",
     "tensorboard": "a server that runs until stopped: tests/test_tensorboard.py starts it and checks its HTTP API",
     "bash bench/gpu.sh": "needs a CUDA GPU",
+    "python -m bench.run sweep": (
+        "two 4-job training sweeps timed on a quiet machine (minutes); threads per side-by-side job are "
+        "tested in tests/test_fast_paths.py::test_threads_per_job"
+    ),
     "python -m bench.run step --compile-all": (
         "torch.compile of every encoding (minutes); `python -m bench.run step rope` is replayed at --quick"
     ),
@@ -69,19 +77,19 @@ SKIP = {
 # overrides that make them tiny.
 RUNNERS = {
     "bash ../shared/datasets/unpack-cifar10.sh": [],  # returns at once: data/cifar10/.complete exists
-    "python train.py": [*LIMITS, "eval.resolutions=[24]"],
-    "python train.py data=shapes": [*LIMITS, "data.num_test=256", "data.val_size=128", "eval.resolutions=[24]"],
-    "python train.py data.format=imagefolder": [*LIMITS, "data.test_subset=500", "eval.resolutions=[24,32]"],
-    "python train.py task=sequence": [*LIMITS, "eval.lengths=[32,128]"],
-    "python train.py -m experiment=compare_cifar": [
-        *LIMITS,
+    "python train.py": [*TRAIN_SMOKE, "eval.resolutions=[24]"],
+    "python train.py data=shapes": [*TRAIN_SMOKE, "data.num_test=256", "data.val_size=128", "eval.resolutions=[24]"],
+    "python train.py data.format=imagefolder": [*TRAIN_SMOKE, "data.test_subset=500", "eval.resolutions=[24,32]"],
+    "python train.py task=sequence": [*TRAIN_SMOKE, "eval.lengths=[32,128]"],
+    "python train.py -m experiment=compare_cifar_quick": [
+        *TRAIN_SMOKE,
         "encoding=none,rope_2d",
         "seed=0",
         "data.test_subset=500",  # x 5 strategies x 2 sizes for rope_2d
         "eval.resolutions=[32,48]",
     ],
     "python train.py -m experiment=compare_sequence": [
-        *LIMITS,
+        *TRAIN_SMOKE,
         "encoding=rope_1d,alibi",
         "seed=0",
         "eval.lengths=[32,128]",
@@ -90,7 +98,7 @@ RUNNERS = {
     "python -m vitpos.viz": [],
     "python -m vitpos.extrapolate": [],
     "python -m vitpos.extrapolate ckpt=runs/shapes/": ["resolutions=[24,32]", "data.num_test=256"],
-    "python -m vitpos.extrapolate ckpt=runs/compare_cifar/": ["resolutions=[32,48]", "data.test_subset=500"],
+    "python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick/": ["resolutions=[32,48]", "data.test_subset=500"],
     "python -m vitpos.extrapolate ckpt=runs/compare_sequence/": ["lengths=[32,128]"],
     "OMP_NUM_THREADS=1 python bench/bench_rope.py": ["--batch", "2", "--tokens", "16"],
     "OMP_NUM_THREADS=1 python bench/bench_vit.py": ["--batch", "8", "--encodings", "none,rope_2d"],

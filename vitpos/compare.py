@@ -76,7 +76,7 @@ def summarize(run: Run) -> dict:
         if tag.startswith("test/"):
             row[tag] = run.last(tag)
     for tag, value in (status.get("metrics") or {}).items():  # what the event files lack
-        if tag.startswith(("test/", "val/acc_best")) and tag not in row and isinstance(value, (int, float)):
+        if tag.startswith(("test/", "val/acc_best", "time/")) and tag not in row and isinstance(value, (int, float)):
             row[tag] = float(value)
     params = next((v for v in (run.last("params"), run.last("hp/params")) if v is not None), None)
     row["params"] = params if params is not None else find_param_count(run.hparams)
@@ -104,7 +104,7 @@ def metric_order(name: str) -> tuple:
     m = EXTRAP.match(name)
     if m:
         return (2 if m.group(1) == "res" else 3, int(m.group(2)), m.group(3) or "")
-    fixed = ["val/acc_best", "val/acc_final", "test/acc", "test/loss"]
+    fixed = ["val/acc_best", "val/acc_final", "test/acc", "test/acc_raw", "test/loss", "time/fit_min", "time/eval_min"]
     return (0, fixed.index(name), "") if name in fixed else (4, 0, name)
 
 
@@ -115,7 +115,8 @@ def aggregate(rows: pd.DataFrame) -> pd.DataFrame:
     """Mean and std (ddof=1; 0 for a single seed) over the complete seeds of every (task, model, budget, label)."""
     done = rows[rows["complete"]]
     metrics = sorted(
-        (c for c in done.columns if c.startswith(("val/", "test/")) and done[c].notna().any()), key=metric_order
+        (c for c in done.columns if c.startswith(("val/", "test/", "time/")) and done[c].notna().any()),
+        key=metric_order,
     )
     metrics += ["params"] if "params" in done and done["params"].notna().any() else []
     out = []

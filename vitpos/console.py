@@ -19,6 +19,7 @@ KNOWN_WARNINGS = (
     (r".*smaller than the logging interval.*", "short runs log once per epoch anyway"),
     (r".*Checkpoint directory .* exists and is not empty.*", "resume writes into its own run folder on purpose"),
     (r".*does not have many workers.*", "data sets are decoded into memory; workers would only copy them"),
+    (r".*module\(s\) in eval mode at the start of training.*", "the EMA copy (task.ema_decay) is never trained"),
 )
 
 

@@ -7,7 +7,7 @@ strategies other than the encoding's default get a ``/<strategy>`` suffix.
 
 Standalone, on one or more checkpoints::
 
-    python -m vitpos.extrapolate ckpt=runs/compare_cifar/rope_2d/seed0/checkpoints/last.ckpt \
+    python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick/rope_2d/seed0/checkpoints/last.ckpt \
         strategies=all resolutions=[16,24,32,40,48,64] out=extrapolation
 
 prints a table and writes ``extrapolation.csv`` and ``extrapolation.png``.

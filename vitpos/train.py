@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, Timer
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
@@ -173,7 +174,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         version=out.name,
         **OmegaConf.to_container(cfg.logger, resolve=True),
     )
-    callbacks = [LearningRateMonitor(logging_interval="step"), *lifecycle_callbacks(cfg, ckpt_dir, fast)]
+    timer = Timer()  # fit wall time, kept in last.ckpt: a resumed run adds to what the checkpoint says
+    callbacks = [LearningRateMonitor(logging_interval="step"), timer, *lifecycle_callbacks(cfg, ckpt_dir, fast)]
     checkpoint = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
     last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)
     if cfg.task.get("pictures", True):
@@ -204,6 +206,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
             print(last.interrupted_message(trainer.current_epoch), flush=True)
         raise
 
+    eval_start = time.perf_counter()
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
     results = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
     metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
@@ -219,6 +222,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         module, datamodule, cfg.eval, kind, device=module.device, max_batches=1 if fast else None
     )
     metrics.update(extra)
+    metrics["time/fit_min"] = timer.time_elapsed("train") / 60  # training + validation (+ compilation)
+    metrics["time/eval_min"] = (time.perf_counter() - eval_start) / 60  # test + evaluation at other sizes
     if logger is not None:
         step = trainer.global_step
         logger.log_metrics({k: v for k, v in extra.items() if not math.isnan(v)}, step=step)

@@ -79,6 +79,17 @@ def check_numbers(c: dict) -> None:
         value = c["task"].get(key)
         if value is not None and _number(value, f"task.{key}") < 0:
             raise UserError(f"task.{key}", f"must be >= 0, got {value}", f"task.{key}=0 turns it off")
+    decay = c["task"].get("ema_decay")
+    if decay is not None and not 0 <= _number(decay, "task.ema_decay") < 1:
+        raise UserError(
+            "task.ema_decay", f"must be in [0, 1), got {decay}", "e.g. task.ema_decay=0.999; 0 turns it off"
+        )
+    policy = c["data"].get("augment")
+    if policy is not None:
+        from vitpos.data.augment import POLICIES
+
+        if policy not in POLICIES:
+            raise UserError("data.augment", f"unknown policy {policy!r}", f"valid: {', '.join(POLICIES)}")
     for key in ("base", "temperature"):
         value = c["encoding"].get(key)
         if value is not None and not (math.isfinite(_number(value, f"encoding.{key}")) and value > 0):

@@ -49,3 +49,40 @@ def resize_images(images: torch.Tensor, size: int) -> torch.Tensor:
         )
         out.append(x.round().clamp(0, 255).to(torch.uint8))
     return torch.cat(out)
+
+
+# ------------------------------------------------------- per-image policies
+POLICIES = ("none", "trivial", "randaugment")
+
+
+def policy_transform(name: str, magnitude: int = 9, num_ops: int = 2):
+    """The torchvision ``transforms.v2`` policy behind ``data.augment``, applied to uint8 tensors.
+
+    - ``trivial``: TrivialAugmentWide (Müller & Hutter 2021): one random op, random strength.
+    - ``randaugment``: RandAugment (Cubuk et al. 2020): ``num_ops`` ops at ``magnitude`` (of 31 bins).
+    - ``none``: crop + flip only.
+    """
+    from torchvision.transforms import v2
+
+    if name == "none":
+        return None
+    if name == "trivial":
+        return v2.TrivialAugmentWide()
+    if name == "randaugment":
+        return v2.RandAugment(num_ops=num_ops, magnitude=magnitude)
+    raise ValueError(f"unknown data.augment {name!r}; valid: {', '.join(POLICIES)}")
+
+
+def per_image(images: torch.Tensor, transform) -> torch.Tensor:
+    """Apply ``transform`` to each image of a uint8 (B, C, H, W) batch with its own random draw.
+
+    torchvision's policies draw one op per call, so a call on the whole batch would give every
+    image the same op; one call per (C, H, W) image keeps the policy as published. The draws come
+    from torch's global generator, which ``EpochSeed`` reseeds each epoch (exact resume holds).
+    """
+    if transform is None:
+        return images
+    out = torch.empty_like(images)
+    for i, image in enumerate(images):  # (C, H, W) uint8 each
+        out[i] = transform(image)
+    return out

@@ -1,7 +1,8 @@
 """Image classification data (CIFAR-10 or generated shapes) as a LightningDataModule.
 
 The whole set lives in memory as uint8 tensors; augmentation (random crop with
-padding, horizontal flip) and normalization run on whole batches after they
+padding, horizontal flip, then optionally a per-image TrivialAugment or
+RandAugment on the uint8 tensors) and normalization run on batches after they
 reach the device (``on_after_batch_transfer``).
 """
 
@@ -13,6 +14,7 @@ import lightning as L
 import torch
 
 from . import augment
+from .augment import policy_transform
 from .cifar10 import CLASSES as CIFAR_CLASSES
 from .cifar10 import MEAN, STD, load_imagefolder, load_official
 from .memory import batch_loader, process_share
@@ -42,6 +44,9 @@ class ImageDataModule(L.LightningDataModule):
         split_seed: int = 0,
         crop_padding: int = 4,
         hflip: bool = True,
+        augment: str = "none",
+        augment_magnitude: int = 9,
+        augment_ops: int = 2,
         download: bool = True,
         num_train: int = 20000,
         num_test: int = 4000,
@@ -60,6 +65,7 @@ class ImageDataModule(L.LightningDataModule):
         self.mean, self.std = (MEAN, STD) if name == "cifar10" else ((0.5,) * 3, (0.25,) * 3)
         self.classes = CIFAR_CLASSES if name == "cifar10" else SHAPES_CLASSES
         self._test_at: dict[int, torch.Tensor] = {}
+        self.policy = policy_transform(augment, augment_magnitude, augment_ops)  # data.augment
         self.train = self.val = self.test = None
 
     @property
@@ -129,6 +135,7 @@ class ImageDataModule(L.LightningDataModule):
             images = augment.random_crop(images, self.cfg.crop_padding)
             if self.cfg.hflip:
                 images = augment.random_hflip(images)
+            images = augment.per_image(images, self.policy)  # data.augment: one policy draw per image
         return augment.normalize(images, self.mean, self.std), labels
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int):

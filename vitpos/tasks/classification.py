@@ -21,6 +21,13 @@ class ImageClassifier(TaskModule):
     Loss: cross-entropy with label smoothing; with ``task.mixup`` or
     ``task.cutmix`` > 0, timm's ``Mixup`` mixes whole batches and the loss
     takes the soft targets.
+
+    ``task.ema_decay`` > 0 keeps an exponential moving average of the weights
+    (timm's ``ModelEmaV3``, with its warmup when ``task.ema_warmup``), updated
+    after every optimizer step. Evaluation (validation, test, best-checkpoint
+    choice, extrapolation) then uses the averaged weights, and the raw weights
+    are scored alongside as ``<stage>/acc_raw``. The average is part of the
+    module, so checkpoints and exact resume carry it.
     """
 
     def __init__(self, cfg: dict):
@@ -32,6 +39,11 @@ class ImageClassifier(TaskModule):
         self.model = VisionTransformer(
             encoding=cfg["encoding"], img_size=data["img_size"], num_classes=data["num_classes"], **model_opts
         )
+        self.ema = None
+        if task.get("ema_decay", 0.0) > 0:
+            from timm.utils import ModelEmaV3
+
+            self.ema = ModelEmaV3(self.model, decay=task["ema_decay"], use_warmup=task.get("ema_warmup", True))
         self.train_forward = training_forward(self.model, cfg["model"].get("compile", False))  # model.compile
         self.label_smoothing = task.get("label_smoothing", 0.0)
         self.mixup = None
@@ -48,13 +60,26 @@ class ImageClassifier(TaskModule):
         self.train_acc = torchmetrics.classification.MulticlassAccuracy(n, average="micro")
         self.val_acc = torchmetrics.classification.MulticlassAccuracy(n, average="micro")
         self.test_acc = torchmetrics.classification.MulticlassAccuracy(n, average="micro")
+        if self.ema is not None:  # the raw weights, scored beside the average
+            self.val_acc_raw = torchmetrics.classification.MulticlassAccuracy(n, average="micro")
+            self.test_acc_raw = torchmetrics.classification.MulticlassAccuracy(n, average="micro")
+
+    @property
+    def eval_model(self) -> torch.nn.Module:
+        """The weights evaluation scores: the EMA when ``task.ema_decay`` > 0, else the model."""
+        return self.model if self.ema is None else self.ema.module
 
     @property
     def encoding(self):
-        return self.model.pos
+        """The evaluated model's encoding (extrapolation switches its strategy)."""
+        return self.eval_model.pos
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.model(images)
+        return self.model(images) if self.training else self.eval_model(images)
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        if self.ema is not None:
+            self.ema.update(self.model, step=self.global_step)
 
     def training_step(self, batch, batch_idx):
         images, labels = batch
@@ -77,6 +102,10 @@ class ImageClassifier(TaskModule):
         metric(logits, labels)
         self.log(f"{stage}/loss", loss, prog_bar=stage == "val", sync_dist=True)
         self.log(f"{stage}/acc", metric, prog_bar=stage == "val")
+        if self.ema is not None:
+            raw = getattr(self, f"{stage}_acc_raw")
+            raw(self.model(images), labels)
+            self.log(f"{stage}/acc_raw", raw)
 
     def validation_step(self, batch, batch_idx):
         self._eval_step(batch, "val", self.val_acc)

@@ -1,7 +1,7 @@
 """Screenshots of TensorBoard's SCALARS and HPARAMS views, for the README (issue 13).
 
     python scripts/screenshot_tensorboard.py --train                      # short real run, then screenshots
-    python scripts/screenshot_tensorboard.py --logdir runs/compare_cifar  # screenshots of existing runs
+    python scripts/screenshot_tensorboard.py --logdir runs/compare_cifar_quick  # screenshots of existing runs
 
 ``--train`` first runs a short sweep on the CIFAR-10 ImageFolder copy
 (``data/cifar10``; two encodings, ``vit_micro``, a few epochs on a subset: a

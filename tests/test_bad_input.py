@@ -60,6 +60,7 @@ TRAIN_CASES = [
     ("val-size", ["data.num_train=512", "data.val_size=2000"], "data.val_size"),
     ("augment-policy", ["data.augment=autoaug"], "valid: none, trivial, randaugment"),
     ("ema-decay-1", ["task.ema_decay=1"], "task.ema_decay"),
+    ("eval-subset-zero", ["eval.test_subset=0"], "eval.test_subset"),
     ("train-subset-zero", ["data=cifar10", "data.train_subset=0"], "data.train_subset"),
     ("model-group", ["model=huge"], "vit_micro"),
     ("key-typo", ["data.batch_sizee=3"], "did you mean data.batch_size"),

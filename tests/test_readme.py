@@ -88,6 +88,19 @@ RUNNERS = {
         "data.test_subset=500",  # x 5 strategies x 2 sizes for rope_2d
         "eval.resolutions=[32,48]",
     ],
+    "python train.py -m experiment=recipe_ablation": [
+        *TRAIN_SMOKE,
+        "ablation=base,trivial",  # the joblib launcher's two jobs side by side, one thread each
+        "data.test_subset=500",
+    ],
+    "python train.py -m experiment=compare_cifar_full": [
+        *TRAIN_SMOKE,
+        "encoding=none,rope_2d",
+        "seed=0",
+        "data.test_subset=500",
+        "eval.resolutions=[32,48]",
+        "eval.test_subset=200",
+    ],
     "python train.py -m experiment=compare_sequence": [
         *TRAIN_SMOKE,
         "encoding=rope_1d,alibi",

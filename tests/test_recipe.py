@@ -90,3 +90,18 @@ def test_no_ema_by_default():
     module = ImageClassifier(tiny_cfg())
     assert module.ema is None and module.eval_model is module.model
     assert not any(k.startswith("ema.") for k in module.state_dict())
+
+
+def test_extrapolation_subset_is_fixed_and_leaves_the_test_set_whole():
+    dm = ImageDataModule(name="shapes", num_train=256, num_test=300, val_size=64, eval_batch_size=1000)
+    dm.setup()
+    full = next(iter(dm.test_dataloader_at(32)))[1]
+    dm.limit_extrapolation(100)
+    first = next(iter(dm.test_dataloader_at(24)))
+    assert len(first[1]) == 100 and first[0].shape[-1] == 24
+    dm.limit_extrapolation(100)
+    again = next(iter(dm.test_dataloader_at(24)))
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert len(dm.test[1]) == 300 and len(next(iter(dm.test_dataloader()))[1]) == 300
+    dm.limit_extrapolation(None)
+    assert torch.equal(next(iter(dm.test_dataloader_at(32)))[1], full)

@@ -108,12 +108,15 @@ def evaluate_sizes(
 def evaluate_module(module, datamodule, eval_cfg, kind: str, device=None, max_batches=None) -> dict[str, float]:
     """The end-of-training evaluation configured by ``eval``: ``eval.resolutions``
     for images (``kind="res"``) or ``eval.lengths`` for sequences (``kind="len"``);
-    ``eval.max_batches`` (else the argument) caps the test batches per size."""
+    ``eval.max_batches`` (else the argument) caps the test batches per size;
+    ``eval.test_subset`` scores images on a fixed, seeded subset of the test set."""
     sizes = (eval_cfg or {}).get("resolutions" if kind == "res" else "lengths")
     if not sizes:
         return {}
     strategies = choose_strategies(module.encoding, eval_cfg.get("strategies", "default"))
     max_batches = (eval_cfg or {}).get("max_batches") or max_batches
+    if hasattr(datamodule, "limit_extrapolation"):  # images: eval.test_subset (sequences have their own count)
+        datamodule.limit_extrapolation((eval_cfg or {}).get("test_subset"))
     return evaluate_sizes(module, datamodule, list(sizes), strategies, kind, device, max_batches=max_batches)
 
 if __name__ == "__main__":

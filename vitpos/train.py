@@ -206,6 +206,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
             print(last.interrupted_message(trainer.current_epoch), flush=True)
         raise
 
+    fit_seconds = timer.time_elapsed("train")  # now: loading the best checkpoint for testing reloads the timer too
     eval_start = time.perf_counter()
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
     results = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
@@ -222,7 +223,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         module, datamodule, cfg.eval, kind, device=module.device, max_batches=1 if fast else None
     )
     metrics.update(extra)
-    metrics["time/fit_min"] = timer.time_elapsed("train") / 60  # training + validation (+ compilation)
+    metrics["time/fit_min"] = fit_seconds / 60  # training + validation (+ compilation), over every resume
     metrics["time/eval_min"] = (time.perf_counter() - eval_start) / 60  # test + evaluation at other sizes
     if logger is not None:
         step = trainer.global_step

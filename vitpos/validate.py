@@ -79,6 +79,9 @@ def check_numbers(c: dict) -> None:
         value = c["task"].get(key)
         if value is not None and _number(value, f"task.{key}") < 0:
             raise UserError(f"task.{key}", f"must be >= 0, got {value}", f"task.{key}=0 turns it off")
+    subset = (c.get("eval") or {}).get("test_subset")
+    if subset is not None and (not isinstance(subset, int) or isinstance(subset, bool) or subset < 1):
+        raise UserError("eval.test_subset", f"must be an integer >= 1 (or null), got {subset!r}", "e.g. 2000")
     decay = c["task"].get("ema_decay")
     if decay is not None and not 0 <= _number(decay, "task.ema_decay") < 1:
         raise UserError(

@@ -65,6 +65,7 @@ class ImageDataModule(L.LightningDataModule):
         self.mean, self.std = (MEAN, STD) if name == "cifar10" else ((0.5,) * 3, (0.25,) * 3)
         self.classes = CIFAR_CLASSES if name == "cifar10" else SHAPES_CLASSES
         self._test_at: dict[int, torch.Tensor] = {}
+        self._extrapolation_keep: torch.Tensor | None = None  # eval.test_subset: indices into the test set
         self.policy = policy_transform(augment, augment_magnitude, augment_ops)  # data.augment
         self.train = self.val = self.test = None
 
@@ -122,11 +123,25 @@ class ImageDataModule(L.LightningDataModule):
         rank, world = process_share(self)
         return {"rank": rank, "world": world}
 
+    def limit_extrapolation(self, n: int | None) -> None:
+        """Evaluate other resolutions on a fixed, seeded subset of ``n`` test images (``eval.test_subset``;
+        None: all). The run's ``test/acc`` still scores the whole test set."""
+        if n is None or n >= len(self.test[0]):
+            self._extrapolation_keep = None
+        else:
+            gen = torch.Generator().manual_seed(self.cfg.split_seed + 2)
+            self._extrapolation_keep = torch.randperm(len(self.test[0]), generator=gen)[:n].sort().values
+        self._test_at.clear()
+
     def test_dataloader_at(self, resolution: int):
-        """The test set resized to ``resolution`` (bicubic; antialiased when shrinking)."""
+        """The test set (or its ``limit_extrapolation`` subset) resized to ``resolution`` (bicubic;
+        antialiased when shrinking)."""
+        images, labels = self.test
+        if self._extrapolation_keep is not None:
+            images, labels = images[self._extrapolation_keep], labels[self._extrapolation_keep]
         if resolution not in self._test_at:
-            self._test_at[resolution] = augment.resize_images(self.test[0], resolution)
-        return batch_loader((self._test_at[resolution], self.test[1]), self.cfg.eval_batch_size, shuffle=False)
+            self._test_at[resolution] = augment.resize_images(images, resolution)
+        return batch_loader((self._test_at[resolution], labels), self.cfg.eval_batch_size, shuffle=False)
 
     # -------------------------------------------------------- batch transforms
     def prepare_batch(self, batch, train: bool):

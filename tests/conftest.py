@@ -1,8 +1,16 @@
 import os
 from pathlib import Path
 
-import pytest
-import torch
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # workers run side by side (pyproject addopts: -n auto): cores / workers torch threads each, set before
+    # torch starts OpenMP and inherited by the train.py subprocesses; two workers with every core each
+    # oversubscribe OpenMP and crawl
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ["OMP_NUM_THREADS"] = str(max(_cores // _workers, 1))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.models import VisionTransformer
@@ -63,7 +71,10 @@ def require_cifar() -> Path:
 
 
 def pytest_sessionstart(session):
-    """Unpack the shared CIFAR-10 copy into data/ once, when it sits beside the repo."""
+    """Unpack the shared CIFAR-10 copy into data/ once, when it sits beside the repo (in the
+    controller process: it runs before pytest-xdist starts the workers, which must not race it)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     script = ROOT.parent / "shared" / "datasets" / "unpack-cifar10.sh"
     if (
         "VITPOS_CIFAR_ROOT" not in os.environ
@@ -73,3 +84,16 @@ def pytest_sessionstart(session):
         import subprocess
 
         subprocess.run(["bash", str(script), str(ROOT / "data")], check=True, stdout=subprocess.DEVNULL)
+
+
+#: test files that take minutes, started first so pytest-xdist's workers (one file each at a time,
+#: ``--dist loadfile``) finish together instead of one long file starting last
+LONG_FILES = ("test_readme.py", "test_learning.py", "test_resume.py", "test_sequence_model.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        name = item.path.name
+        return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
+
+    items.sort(key=rank)  # stable: every file's tests stay together and in their order

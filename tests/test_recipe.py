@@ -60,6 +60,7 @@ def test_ema_is_evaluated_and_raw_weights_kept():
     torch.manual_seed(0)
     module = ImageClassifier(tiny_cfg(ema_decay=0.9))
     assert any(k.startswith("ema.") for k in module.state_dict())
+    assert not any(p.requires_grad for p in module.ema.parameters())  # DDP waits for grads of trainable ones
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         for p in module.ema.module.parameters():

@@ -28,8 +28,8 @@ def test_different_configurations_never_share_a_folder():
         [],
         ["debug=subset"],  # the README's debug step vs the full recipe: they used to collide
         ["model=vit_micro"],
-        ["model.depth=4"],
-        ["optim.lr=2e-3"],
+        ["model.depth=6"],
+        ["optim.lr=1e-3"],
         ["data.train_subset=1000"],
         ["data.format=imagefolder"],
         ["encoding.temperature=100.0"],

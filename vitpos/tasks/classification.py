@@ -44,6 +44,7 @@ class ImageClassifier(TaskModule):
             from timm.utils import ModelEmaV3
 
             self.ema = ModelEmaV3(self.model, decay=task["ema_decay"], use_warmup=task.get("ema_warmup", True))
+            self.ema.requires_grad_(False)  # never trained (DDP would wait for its gradients otherwise)
         self.train_forward = training_forward(self.model, cfg["model"].get("compile", False))  # model.compile
         self.label_smoothing = task.get("label_smoothing", 0.0)
         self.mixup = None

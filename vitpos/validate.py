@@ -79,9 +79,7 @@ def check_numbers(c: dict) -> None:
         value = c["task"].get(key)
         if value is not None and _number(value, f"task.{key}") < 0:
             raise UserError(f"task.{key}", f"must be >= 0, got {value}", f"task.{key}=0 turns it off")
-    subset = (c.get("eval") or {}).get("test_subset")
-    if subset is not None and (not isinstance(subset, int) or isinstance(subset, bool) or subset < 1):
-        raise UserError("eval.test_subset", f"must be an integer >= 1 (or null), got {subset!r}", "e.g. 2000")
+    check_count((c.get("eval") or {}).get("test_subset"), "eval.test_subset")
     decay = c["task"].get("ema_decay")
     if decay is not None and not 0 <= _number(decay, "task.ema_decay") < 1:
         raise UserError(
@@ -109,9 +107,13 @@ def check_numbers(c: dict) -> None:
             f"use data.val_size < {train}",
         )
     for key in ("train_subset", "test_subset", "num_train", "num_test"):
-        value = c["data"].get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise UserError(f"data.{key}", f"must be an integer >= 1 (or null), got {value!r}", f"e.g. data.{key}=1000")
+        check_count(c["data"].get(key), f"data.{key}")
+
+
+def check_count(value, option: str) -> None:
+    """A count of samples: an integer >= 1, or null for all of them."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise UserError(option, f"must be an integer >= 1 (or null), got {value!r}", f"e.g. {option}=1000")
 
 
 # -------------------------------------------------------------------- names

@@ -65,7 +65,7 @@ class ImageDataModule(L.LightningDataModule):
         self.mean, self.std = (MEAN, STD) if name == "cifar10" else ((0.5,) * 3, (0.25,) * 3)
         self.classes = CIFAR_CLASSES if name == "cifar10" else SHAPES_CLASSES
         self._test_at: dict[int, torch.Tensor] = {}
-        self._extrapolation_keep: torch.Tensor | None = None  # eval.test_subset: indices into the test set
+        self._extrapolation_set: tuple[torch.Tensor, torch.Tensor] | None = None  # eval.test_subset of self.test
         self.policy = policy_transform(augment, augment_magnitude, augment_ops)  # data.augment
         self.train = self.val = self.test = None
 
@@ -127,18 +127,17 @@ class ImageDataModule(L.LightningDataModule):
         """Evaluate other resolutions on a fixed, seeded subset of ``n`` test images (``eval.test_subset``;
         None: all). The run's ``test/acc`` still scores the whole test set."""
         if n is None or n >= len(self.test[0]):
-            self._extrapolation_keep = None
+            self._extrapolation_set = None
         else:
             gen = torch.Generator().manual_seed(self.cfg.split_seed + 2)
-            self._extrapolation_keep = torch.randperm(len(self.test[0]), generator=gen)[:n].sort().values
+            keep = torch.randperm(len(self.test[0]), generator=gen)[:n].sort().values
+            self._extrapolation_set = (self.test[0][keep], self.test[1][keep])
         self._test_at.clear()
 
     def test_dataloader_at(self, resolution: int):
         """The test set (or its ``limit_extrapolation`` subset) resized to ``resolution`` (bicubic;
         antialiased when shrinking)."""
-        images, labels = self.test
-        if self._extrapolation_keep is not None:
-            images, labels = images[self._extrapolation_keep], labels[self._extrapolation_keep]
+        images, labels = self._extrapolation_set or self.test
         if resolution not in self._test_at:
             self._test_at[resolution] = augment.resize_images(images, resolution)
         return batch_loader((self._test_at[resolution], labels), self.cfg.eval_batch_size, shuffle=False)

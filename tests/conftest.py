@@ -86,9 +86,21 @@ def pytest_sessionstart(session):
         subprocess.run(["bash", str(script), str(ROOT / "data")], check=True, stdout=subprocess.DEVNULL)
 
 
-#: test files that take minutes, started first so pytest-xdist's workers (one file each at a time,
-#: ``--dist loadfile``) finish together instead of one long file starting last
-LONG_FILES = ("test_readme.py", "test_learning.py", "test_resume.py", "test_sequence_model.py")
+#: the slowest test files, longest first (worker-seconds on 2 cores: readme ~290, learning ~210,
+#: sequence_model ~155, bad_input ~125, resume ~65, train ~55, ddp ~30, cli_help ~30), started
+#: before the rest so pytest-xdist's two workers (one file each at a time, ``--dist loadfile``)
+#: finish together instead of one long file starting last. ``--no-loadscope-reorder`` (pyproject
+#: addopts) keeps this order: by default xdist sends the files with the most tests first.
+LONG_FILES = (
+    "test_readme.py",
+    "test_learning.py",
+    "test_sequence_model.py",
+    "test_bad_input.py",
+    "test_resume.py",
+    "test_train.py",
+    "test_ddp.py",
+    "test_cli_help.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):

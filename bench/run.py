@@ -3,6 +3,7 @@ over interleaved repetitions, with ratios against a named peer run in the same
 process, the thread count and the torch version.
 
     python -m bench.run [part ...] [--quick] [--threads N] [--compile-all]
+                        [--shapes vit_micro,vit_tiny] [--encodings a,b]
 
 parts: step (training step vs timm), rope (RoPE on q, k vs rotary-embedding-torch,
 timm, compiled rotate-half), data (an epoch of augmented batches vs torchvision's
@@ -24,6 +25,11 @@ import torch
 PARTS = ("step", "rope", "data", "eval", "memory", "sweep", "gpu")
 
 
+def split_list(text: str | None) -> list[str] | None:
+    """``"a,b"`` -> ``["a", "b"]``; None stays None (the part's default)."""
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     p.add_argument("parts", nargs="*", help=f"any of {', '.join(PARTS)}; default: all but sweep and gpu")
@@ -31,6 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--compile-all", action="store_true", help="step: compile every encoding, not three")
     p.add_argument("--data-root", default="data/cifar10", help="data: a CIFAR-10 ImageFolder copy")
+    p.add_argument("--shapes", default=None, help="step: model shapes, comma-separated (default: all)")
+    p.add_argument("--encodings", default=None, help="step: comma-separated encodings (default: all; --quick: three)")
     a = p.parse_args(argv)
     unknown = [x for x in a.parts if x not in PARTS]
     if unknown:
@@ -45,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         if part == "step":
             from .step import run
 
-            run(a.quick, compile_all=a.compile_all)
+            run(a.quick, compile_all=a.compile_all, shapes=split_list(a.shapes), encodings=split_list(a.encodings))
         elif part == "rope":
             from .rope import run
 

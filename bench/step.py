@@ -56,10 +56,25 @@ def flops_per_image(model, x, y) -> float:
     return counter.get_total_flops() / len(x)
 
 
-def run(quick: bool, batch: int = 128, compile_all: bool = False, device: str = "cpu", compile_peer=None) -> None:
-    shapes = ["vit_micro"] if quick else list(SHAPES)
-    encodings = ["learned_1d", "rope_2d", "rel_bias_2d"] if quick else list_encodings(2)
-    compiled = [] if quick else (encodings if compile_all else ["learned_1d", "rope_2d", "rel_bias_2d"])
+def run(
+    quick: bool,
+    batch: int = 128,
+    compile_all: bool = False,
+    device: str = "cpu",
+    compile_peer=None,
+    shapes: list[str] | None = None,
+    encodings: list[str] | None = None,
+) -> None:
+    """Print the training-step table per shape. ``shapes`` / ``encodings``: a subset of the rows
+    (``--shapes`` / ``--encodings``); unknown names stop with the valid ones."""
+    for asked, valid, option in ((shapes, list(SHAPES), "--shapes"), (encodings, list_encodings(2), "--encodings")):
+        unknown = [x for x in asked or [] if x not in valid]
+        if unknown:
+            raise SystemExit(f"error: {option}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
+    shapes = shapes or (["vit_micro"] if quick else list(SHAPES))
+    encodings = encodings or (["learned_1d", "rope_2d", "rel_bias_2d"] if quick else list_encodings(2))
+    three = ["learned_1d", "rope_2d", "rel_bias_2d"]
+    compiled = [] if quick else (encodings if compile_all else [e for e in encodings if e in three])
     compile_peer = (not quick) if compile_peer is None else compile_peer
     # every compiled model instance is one more compilation of the same forward code object; the
     # default limit (8) is meant for one model, and the full table compiles one per row

@@ -9,13 +9,13 @@ import torch
 
 from vitpos.models import VisionTransformer
 
-from .step import SHAPES
+from .step import ONE_PER_KIND, SHAPES
 from .timing import header, interleaved_medians, table
 
 
 def run(quick: bool, batch: int = 512) -> None:
     resolutions = [16, 32, 48] if quick else [16, 24, 32, 40, 48, 64]
-    encodings = ["learned_1d", "rope_2d", "rel_bias_2d"]
+    encodings = ONE_PER_KIND
     shape = "vit_micro" if quick else "vit_tiny"
     models = {n: VisionTransformer(n, patch_size=4, **SHAPES[shape]).eval() for n in encodings}
     calls = {}

@@ -24,7 +24,7 @@ def step_table() -> None:
     from vitpos.models.compile import CompiledForward
     from vitpos.tasks.optim import build_optimizer
 
-    from .step import SHAPES, make_step, timm_vit
+    from .step import ONE_PER_KIND, SHAPES, make_step, timm_vit
     from .timing import interleaved_medians
 
     s, batch = SHAPES["vit_tiny"], 512
@@ -33,7 +33,7 @@ def step_table() -> None:
     peer = timm_vit(s).cuda()
     peer_opt = torch.optim.AdamW(peer.parameters(), fused=True)
     steps = {"timm compiled bf16": make_step(peer, torch.compile(peer), peer_opt, x, y, True)}
-    for name in ("learned_1d", "rope_2d", "rel_bias_2d"):
+    for name in ONE_PER_KIND:
         model = VisionTransformer(name, patch_size=4, drop_path=0.0, **s).cuda()
         opt = build_optimizer(model, 1e-3, 0.05)
         steps[f"vitpos {name} compiled bf16"] = make_step(model, CompiledForward(model), opt, x, y, True)

@@ -28,6 +28,8 @@ SHAPES = {
     "vit_tiny": dict(dim=192, depth=6, num_heads=3, mlp_ratio=4.0),
 }
 PEER = "timm eager fp32"
+# the encodings of --quick, and those compiled without --compile-all: one per kind (table, rotation, bias)
+ONE_PER_KIND = ["learned_1d", "rope_2d", "rel_bias_2d"]
 
 
 def timm_vit(s: dict) -> torch.nn.Module:
@@ -72,9 +74,8 @@ def run(
         if unknown:
             raise SystemExit(f"error: {option}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
     shapes = shapes or (["vit_micro"] if quick else list(SHAPES))
-    encodings = encodings or (["learned_1d", "rope_2d", "rel_bias_2d"] if quick else list_encodings(2))
-    three = ["learned_1d", "rope_2d", "rel_bias_2d"]
-    compiled = [] if quick else (encodings if compile_all else [e for e in encodings if e in three])
+    encodings = encodings or (ONE_PER_KIND if quick else list_encodings(2))
+    compiled = [] if quick else (encodings if compile_all else [e for e in encodings if e in ONE_PER_KIND])
     compile_peer = (not quick) if compile_peer is None else compile_peer
     # every compiled model instance is one more compilation of the same forward code object; the
     # default limit (8) is meant for one model, and the full table compiles one per row

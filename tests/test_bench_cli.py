@@ -15,7 +15,7 @@ def test_split_list_keeps_order_and_drops_blanks():
     ("option", "value", "valid"),
     [("--shapes", "vit_big", "vit_micro, vit_tiny"), ("--encodings", "learned_3d", "learned_1d")],
 )
-def test_step_filters_refuse_unknown_names(capsys, option, value, valid):
+def test_step_filters_refuse_unknown_names(option, value, valid):
     with pytest.raises(SystemExit) as stop:
         main(["step", "--quick", option, value])
     assert f"error: {option}: unknown {value}; valid: " in str(stop.value.code)

@@ -2,11 +2,10 @@
 
 See configs/train.yaml for every option, ``python train.py --help`` for a
 summary and README.md for the recipes. The config is checked before anything
-is written (vitpos/validate.py); a bad option or input prints one line
+is written (vitpos/validate.py, once per run); a bad option or input prints one line
 ``error: <option>: <what> (<fix>)`` and exits with code 2.
 """
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -65,51 +64,40 @@ def precheck(argv: list[str]) -> None:
         report(override_error(err, CONFIGS, overrides))
 
 
-def remove_empty_parents(folder: Path, root: Path) -> None:
-    """Remove the folders between ``folder`` and ``root`` (inclusive) that are now empty."""
-    for parent in folder.parents:
-        if not parent.is_relative_to(root) or not parent.is_dir() or any(parent.iterdir()):
-            break
-        parent.rmdir()
-
-
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Errors that are the input's fault: printed as one line, exit code 2."""
-    from vitpos.cli import user_error_types
-
-    return user_error_types()
-
-
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> float:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
-    from vitpos.validate import UserError, validate
+    from vitpos.errors import InputError
+    from vitpos.run import sweep
 
-    try:
-        with open_dict(cfg):  # the model's config name for the run folder (vitpos/runs.py)
-            cfg.run.model = cfg.run.get("model") or HydraConfig.get().runtime.choices.get("model")
-        validate(cfg)  # before any folder, logger or heavy import
-        from vitpos.runtime import resolve_runtime
-
-        resolve_runtime(cfg)  # threads per job when a sweep runs jobs side by side
-    except (UserError, ValueError) as err:
-        report(err)
-    from vitpos.runs import run_dir
+    hydra_cfg = HydraConfig.get()
+    with open_dict(cfg):  # the model's config name for the run folder (vitpos/run/identity.py)
+        cfg.run.model = cfg.run.get("model") or hydra_cfg.runtime.choices.get("model")
+    from vitpos.run.identity import run_dir
     from vitpos.train import train
 
-    out = run_dir(cfg)
-    existed = out.exists()
+    in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
     try:
-        metrics = train(cfg)
-    except user_errors() as err:
-        diverged = (out / "metrics.json").exists()  # the run's diverged marker, kept for compare
-        if not existed and out.exists() and not any(out.rglob("*.ckpt")) and not diverged:  # failed before a step
-            shutil.rmtree(out)
-            remove_empty_parents(out, Path(cfg.run.root))
-        report(err)
+        metrics = train(cfg)  # checks the config once, before anything is written
+    except InputError as err:
+        if not in_sweep:
+            report(err)
+        print(sweep.record_failure(hydra_cfg.runtime.output_dir, err), file=sys.stderr)  # the sweep goes on
+        return float("nan")
     except SystemExit as err:  # Lightning's SIGTERMException carries no code: exit 128 + SIGTERM, not 0
         sys.exit(143 if err.code is None else err.code)
+    except Exception as err:  # a crash in one job of a sweep: record it, go on with the next job
+        if not in_sweep:
+            raise
+        import traceback
+
+        traceback.print_exc()
+        print(sweep.record_failure(hydra_cfg.runtime.output_dir, err), file=sys.stderr)
+        return float("nan")
+    if in_sweep:
+        sweep.record_outcome(hydra_cfg.runtime.output_dir, metrics, run_dir(cfg))
     return metrics.get("val/acc_best", metrics.get("test/acc", float("nan")))
 
 
@@ -119,3 +107,7 @@ if __name__ == "__main__":
     if single and not any(a.startswith("hydra.output_subdir=") for a in sys.argv[1:]):  # nothing outside run folder
         sys.argv.append("hydra.output_subdir=null")
     main()
+    from vitpos.run.sweep import sweep_failed
+
+    if sweep_failed():  # every job ran; the summary above lists the failed ones
+        sys.exit(1)

@@ -1,1 +1,1 @@
-"""vitpos benchmarks: ``python -m bench.run [part ...] [--quick] [--threads N]`` (see bench/run.py)."""
+"""vitpos benchmarks: ``python -m bench.run [PART ...] [quick=true] [threads=N]`` (see bench/run.py)."""

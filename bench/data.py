@@ -35,7 +35,7 @@ def epoch_seconds(make_iter, prepare=None) -> float:
 def run(quick: bool, root: str = "data/cifar10", batch: int = 128) -> None:
     root_path = Path(root)
     if not (root_path / "train").is_dir():
-        print(f"\n## data: skipped: no CIFAR-10 ImageFolder copy at {root} (--data-root=...)")
+        print(f"\n## data: skipped: no CIFAR-10 ImageFolder copy at {root} (data_root=DIR)")
         return
     n = 2000 if quick else 50000
     start = time.perf_counter()

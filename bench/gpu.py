@@ -48,7 +48,7 @@ def time_to_accuracy(minutes: float, root: str) -> None:
     import lightning as L
     from hydra import compose, initialize_config_dir
 
-    from vitpos.train import build
+    from vitpos.tasks import build
     from vitpos.validate import validate
 
     from .step import __file__ as here

@@ -2,50 +2,67 @@
 over interleaved repetitions, with ratios against a named peer run in the same
 process, the thread count and the torch version.
 
-    python -m bench.run [part ...] [--quick] [--threads N] [--compile-all]
-                        [--shapes vit_micro,vit_tiny] [--encodings a,b]
+    python -m bench.run [PART ...] [quick=true] [threads=N] [compile_all=true]
+                        [shapes=[vit_micro,vit_tiny]] [encodings=[a,b]] [data_root=DIR]
 
-parts: step (training step vs timm), rope (RoPE on q, k vs rotary-embedding-torch,
-timm, compiled rotate-half), data (an epoch of augmented batches vs torchvision's
-ImageFolder + DataLoader), eval (throughput per resolution), memory (peak memory
-per training step), sweep (a 4-job ``train.py -m`` sweep one job at a time vs
-two side by side with a thread each; needs the CIFAR-10 copy), gpu
-(bench/gpu.sh's checks; needs CUDA). Default: every part but sweep and gpu.
-``--quick``: small shapes and subsets, a few minutes on 2 threads.
+The parts and options are :class:`BenchOptions` (``python -m bench.run --help``).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
+from dataclasses import dataclass
 
 import torch
+
+from vitpos.cli import option, parse_options, run_main
 
 PARTS = ("step", "rope", "data", "eval", "memory", "sweep", "gpu")
 
 
-def split_list(text: str | None) -> list[str] | None:
-    """``"a,b"`` -> ``["a", "b"]``; None stays None (the part's default)."""
-    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+@dataclass
+class BenchOptions:
+    """Benchmarks of vitpos against named peers measured in the same run, printed as Markdown
+    tables (medians over interleaved repetitions, ratios against the peer).
+
+    Parts (bare words before or between the options, or parts=[...]):
+      step    training step (forward + backward + AdamW) per encoding vs timm's ViT
+      rope    RoPE on q and k vs rotary-embedding-torch, timm and a compiled rotate-half
+      data    an epoch of augmented batches vs torchvision's ImageFolder + DataLoader
+      eval    evaluation throughput per test resolution
+      memory  peak memory of a training step per encoding
+      sweep   a 4-job train.py -m sweep, one job at a time vs two side by side (needs data_root)
+      gpu     the bf16 + compile step table and time to accuracy (needs CUDA; bench/gpu.sh)
+    Default: every part but sweep and gpu. quick=true: small shapes and subsets, a few
+    minutes on 2 threads.
+
+    Examples:
+      python -m bench.run quick=true
+      python -m bench.run step rope quick=true
+      python -m bench.run step shapes=[vit_micro] encodings=[rope_2d,learned_1d]
+    """
+
+    parts: list[str] = option([], "the parts to run", metavar="[PART,...]", words=True, choices=list(PARTS),
+                              default_text="all but sweep and gpu")  # fmt: skip
+    quick: bool = option(False, "small shapes and subsets (a few minutes)")
+    threads: int | None = option(None, "torch threads", default_text="torch's choice")
+    compile_all: bool = option(False, "step: compile every encoding, not one per kind")
+    data_root: str = option("data/cifar10", "data, sweep: a CIFAR-10 ImageFolder copy", metavar="DIR")
+    shapes: list[str] | None = option(None, "step: model shapes", metavar="[NAME,...]", example="[vit_micro]",
+                                      default_text="all; quick: vit_micro")  # fmt: skip
+    encodings: list[str] | None = option(None, "step: encodings", metavar="[NAME,...]", example="[rope_2d]",
+                                         default_text="all; quick: one per kind")  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
-    p.add_argument("parts", nargs="*", help=f"any of {', '.join(PARTS)}; default: all but sweep and gpu")
-    p.add_argument("--quick", action="store_true", help="small shapes and subsets (a few minutes)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    p.add_argument("--compile-all", action="store_true", help="step: compile every encoding, not three")
-    p.add_argument("--data-root", default="data/cifar10", help="data: a CIFAR-10 ImageFolder copy")
-    p.add_argument("--shapes", default=None, help="step: model shapes, comma-separated (default: all)")
-    p.add_argument("--encodings", default=None, help="step: comma-separated encodings (default: all; --quick: three)")
-    a = p.parse_args(argv)
-    unknown = [x for x in a.parts if x not in PARTS]
-    if unknown:
-        p.error(f"unknown part(s) {', '.join(unknown)}; valid: {', '.join(PARTS)}")
+def main(argv: list[str] | None = None) -> int:
+    a = parse_options(argv, BenchOptions, prog="python -m bench.run")
+    parts = a.parts or [x for x in PARTS if x not in ("sweep", "gpu")]
+    if "step" in parts:  # before anything runs: a typo in a row filter must not cost the other parts' minutes
+        from .step import check_rows
+
+        check_rows(a.shapes, a.encodings)
     if a.threads:
         torch.set_num_threads(a.threads)
-    parts = a.parts or [x for x in PARTS if x not in ("sweep", "gpu")]
     print(f"# vitpos benchmarks: threads={torch.get_num_threads()} torch={torch.__version__} "
           f"cpu={torch.backends.cpu.get_cpu_capability()} quick={a.quick}")  # fmt: skip
     start = time.perf_counter()
@@ -53,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         if part == "step":
             from .step import run
 
-            run(a.quick, compile_all=a.compile_all, shapes=split_list(a.shapes), encodings=split_list(a.encodings))
+            run(a.quick, compile_all=a.compile_all, shapes=a.shapes, encodings=a.encodings)
         elif part == "rope":
             from .rope import run
 
@@ -77,9 +94,10 @@ def main(argv: list[str] | None = None) -> None:
         elif part == "gpu":
             from .gpu import run
 
-            sys.exit(run())
+            return run()
     print(f"\n(total {time.perf_counter() - start:.0f} s)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)  # a user error (unknown part, option or row filter): one line, exit 2

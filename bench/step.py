@@ -17,6 +17,7 @@ from timm.models.vision_transformer import VisionTransformer as TimmViT
 from torch.utils.flop_counter import FlopCounterMode
 
 from vitpos.encodings import list_encodings
+from vitpos.errors import UserError
 from vitpos.models import VisionTransformer
 from vitpos.models.compile import CompiledForward
 from vitpos.tasks.optim import build_optimizer
@@ -28,7 +29,7 @@ SHAPES = {
     "vit_tiny": dict(dim=192, depth=6, num_heads=3, mlp_ratio=4.0),
 }
 PEER = "timm eager fp32"
-# the encodings of --quick, and those compiled without --compile-all: one per kind (table, rotation, bias)
+# the encodings of quick=true, and those compiled without compile_all=true: one per kind (table, rotation, bias)
 ONE_PER_KIND = ["learned_1d", "rope_2d", "rel_bias_2d"]
 
 
@@ -58,6 +59,14 @@ def flops_per_image(model, x, y) -> float:
     return counter.get_total_flops() / len(x)
 
 
+def check_rows(shapes: list[str] | None, encodings: list[str] | None) -> None:
+    """Unknown names in the row filters ``shapes=`` / ``encodings=`` raise :class:`UserError` with the valid ones."""
+    for asked, valid, option in ((shapes, list(SHAPES), "shapes"), (encodings, list_encodings(2), "encodings")):
+        unknown = [x for x in asked or [] if x not in valid]
+        if unknown:
+            raise UserError(option, f"unknown {', '.join(unknown)}", f"valid: {', '.join(valid)}")
+
+
 def run(
     quick: bool,
     batch: int = 128,
@@ -68,11 +77,8 @@ def run(
     encodings: list[str] | None = None,
 ) -> None:
     """Print the training-step table per shape. ``shapes`` / ``encodings``: a subset of the rows
-    (``--shapes`` / ``--encodings``); unknown names stop with the valid ones."""
-    for asked, valid, option in ((shapes, list(SHAPES), "--shapes"), (encodings, list_encodings(2), "--encodings")):
-        unknown = [x for x in asked or [] if x not in valid]
-        if unknown:
-            raise SystemExit(f"error: {option}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
+    (``shapes=[...]`` / ``encodings=[...]``); unknown names stop with the valid ones."""
+    check_rows(shapes, encodings)
     shapes = shapes or (["vit_micro"] if quick else list(SHAPES))
     encodings = encodings or (ONE_PER_KIND if quick else list_encodings(2))
     compiled = [] if quick else (encodings if compile_all else [e for e in encodings if e in ONE_PER_KIND])

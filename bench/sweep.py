@@ -38,7 +38,7 @@ def sweep_seconds(extra: list[str], root: Path, quick: bool, data_root: str, env
 
 def run(quick: bool, data_root: str = "data/cifar10") -> None:
     if not (Path(data_root) / "train").is_dir():
-        print(f"\n## sweep: skipped: no CIFAR-10 ImageFolder copy at {data_root} (--data-root=...)")
+        print(f"\n## sweep: skipped: no CIFAR-10 ImageFolder copy at {data_root} (data_root=DIR)")
         return
     cores = usable_cores()
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}

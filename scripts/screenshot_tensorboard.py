@@ -1,21 +1,13 @@
 """Screenshots of TensorBoard's SCALARS and HPARAMS views, for the README (issue 13).
 
-    python scripts/screenshot_tensorboard.py --train                      # short real run, then screenshots
-    python scripts/screenshot_tensorboard.py --logdir runs/compare_cifar_quick  # screenshots of existing runs
+    python scripts/screenshot_tensorboard.py train=true                     # short real run, then screenshots
+    python scripts/screenshot_tensorboard.py logdir=runs/compare_cifar_quick  # screenshots of existing runs
 
-``--train`` first runs a short sweep on the CIFAR-10 ImageFolder copy
-(``data/cifar10``; two encodings, ``vit_micro``, a few epochs on a subset: a
-few minutes on a CPU) into ``--logdir``. Then it starts ``tensorboard`` on a
-free loopback port, waits until every run is loaded, and has headless Chromium
-(the Debian ``chromium`` package: ``apt-get install -y chromium``) render each
-view, waiting in virtual time so that the charts are drawn before the picture
-is taken. Writes ``tensorboard_scalars.png`` and ``tensorboard_hparams.png``
-into ``--out`` (default ``docs/screenshots``). A dev tool, not used by the tests.
+The options and the ``--help`` text are :class:`ScreenshotOptions`. A dev tool, not used by the tests.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import socket
@@ -23,7 +15,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+
+from vitpos.cli import option, parse_options, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 ENCODINGS = "sincos_2d,rope_2d"
@@ -96,13 +91,31 @@ def screenshot(browser: str, url: str, path: Path, size: str, scale: float, budg
     print(f"wrote {path} ({path.stat().st_size} bytes) from {url}")
 
 
+@dataclass
+class ScreenshotOptions:
+    """Screenshots of TensorBoard's SCALARS and HPARAMS views: tensorboard_scalars.png and
+    tensorboard_hparams.png in out=.
+
+    With train=true, a short sweep first trains on the CIFAR-10 ImageFolder copy (data/cifar10;
+    two encodings, vit_micro, a few epochs on a subset: a few minutes on a CPU) into logdir=.
+    Then tensorboard starts on a free loopback port, and once every run is loaded, headless
+    Chromium (the Debian chromium package: apt-get install -y chromium) renders each view,
+    waiting budget_ms of virtual time so that the charts are drawn before the picture is taken.
+
+    Examples:
+      python scripts/screenshot_tensorboard.py train=true
+      python scripts/screenshot_tensorboard.py logdir=runs/compare_cifar_quick out=screenshots
+    """
+
+    logdir: str = option("runs/screenshots", "the runs to show (written by train=true)", metavar="DIR")
+    train: bool = option(False, "first run the short real sweep into logdir=")
+    out: str = option(str(ROOT / "docs" / "screenshots"), "the folder for the two PNGs", metavar="DIR",
+                      default_text="docs/screenshots")  # fmt: skip
+    budget_ms: int = option(20000, "virtual time Chromium waits before the picture")
+
+
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--logdir", default="runs/screenshots", help="runs to show (written by --train)")
-    p.add_argument("--train", action="store_true", help="first run the short real sweep into --logdir")
-    p.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="folder for the two PNGs")
-    p.add_argument("--budget-ms", type=int, default=20000, help="virtual time Chromium waits before the picture")
-    a = p.parse_args(argv)
+    a = parse_options(argv, ScreenshotOptions, prog="python scripts/screenshot_tensorboard.py")
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:
         raise SystemExit("no Chromium found: apt-get install -y chromium")
@@ -130,4 +143,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)  # a bad option: one line, exit 2

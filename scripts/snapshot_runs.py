@@ -4,7 +4,7 @@
 
 Each ``<model>/<label>-<hash>/seed<k>`` folder whose ``metrics.json`` says ``complete`` is copied
 with its ``metrics.json``, ``hparams.yaml`` and TensorBoard event files (about 130 kB a run), so
-the report can be regenerated (``python -m vitpos.compare docs/results/cifar10_full/runs``) and a
+the report can be regenerated (``python -m vitpos.compare runs=docs/results/cifar10_full/runs``) and a
 sweep can continue on another machine: copy the snapshot back into ``runs/<group>/`` and rerun
 the sweep command; the finished runs are skipped (their metrics.json is all it checks when no
 checkpoint is there) and only the missing ones train.

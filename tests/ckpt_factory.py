@@ -19,7 +19,7 @@ SEQUENCE = ["task=sequence", "data.num_train=32", "data.num_val=16", "data.num_t
 
 def make_checkpoint(path: Path, *overrides: str) -> Path:
     """``path/checkpoints/last.ckpt`` of an untrained model of the composed config."""
-    from vitpos.train import build
+    from vitpos.tasks import build
 
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose("train", overrides=list(overrides))

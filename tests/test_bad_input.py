@@ -107,7 +107,8 @@ def test_data_root_missing_imagefolder(tmp_path):
     args = ["data=cifar10", "data.format=imagefolder", f"data.root={tmp_path / 'nowhere'}", "run.root=runs"]
     proc = run([sys.executable, str(ROOT / "train.py"), *args], tmp_path)
     assert_user_error(proc, "data.root")
-    assert "unpack-cifar10.sh" in proc.stderr
+    assert "ImageFolder tree DIR/train/<class>/*.jpg" in proc.stderr
+    assert "shared/" not in proc.stderr  # no path of one workplace in the library's messages
     assert list(tmp_path.iterdir()) == []
 
 
@@ -129,9 +130,38 @@ def test_tools_refuse_with_one_line(tmp_path, args, needle):
     assert list(tmp_path.iterdir()) == []
 
 
+def composed_error(args: list[str]) -> str | None:
+    """The one-line message ``train.py`` would print for ``args``, found in process: Hydra's
+    composition error (as ``train.py``'s precheck words it) or the config check's."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    from vitpos.cli import override_error
+    from vitpos.errors import InputError
+    from vitpos.validate import validate
+
+    base = [] if any(a.startswith(("data=", "task=")) for a in args) else SHAPES
+    try:
+        with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+            cfg = compose("train", overrides=[*base, *args])
+    except HydraException as err:
+        return str(override_error(err, ROOT / "configs", [*base, *args]))
+    try:
+        validate(cfg)
+    except InputError as err:
+        return str(err)
+    return None
+
+
 def test_at_least_forty_distinct_bad_inputs():
-    cases = [tuple(c[1]) for c in TRAIN_CASES] + [tuple(c[1]) for c in TOOL_CASES]
-    assert len(set(cases)) == len(cases) and len(cases) + 2 >= 40  # + the two data.root tests
+    """Each case is refused, and by a message of its own: forty inputs caught by forty
+    different answers, not one check counted forty times."""
+    messages = {case[0]: composed_error(case[1]) for case in TRAIN_CASES}
+    accepted = sorted(name for name, message in messages.items() if message is None)
+    assert not accepted, f"accepted without an error: {accepted}"
+    for (name, _, needle), message in zip(TRAIN_CASES, messages.values()):
+        assert needle in message, (name, message)
+    assert len(set(messages.values())) >= 40
 
 
 def test_unusable_data_is_one_line_and_leaves_no_run_folder(tmp_path):
@@ -146,3 +176,165 @@ def test_unusable_data_is_one_line_and_leaves_no_run_folder(tmp_path):
     proc = run([sys.executable, str(ROOT / "train.py"), *args, f"run.root={tmp_path / 'runs'}"], tmp_path)
     assert_user_error(proc, str(tmp_path / "data"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"], "a run folder was left behind"
+
+
+# ---------------------------------------------------------------- issue 19: the holes found by probing
+# `$TINY` of issue 19: a run of a few seconds on generated shapes
+TINY = [
+    "data=shapes",
+    "model=vit_micro",
+    "trainer.max_epochs=1",
+    "+trainer.limit_train_batches=5",
+    "+trainer.limit_val_batches=2",
+    "data.num_test=64",
+    "eval.resolutions=[]",
+    "task.pictures=false",
+    "trainer.enable_progress_bar=false",
+]
+
+
+def train_cmd(*args: str) -> list[str]:
+    return [sys.executable, str(ROOT / "train.py"), *args]
+
+
+def files_under(folder: Path) -> dict[str, int]:
+    """Every file below `folder` with its modification time (folders: their names only)."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns if p.is_file() else 0 for p in folder.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """(run.root, run folder) of one finished $TINY run."""
+    root = tmp_path_factory.mktemp("tiny") / "runs"
+    proc = run(train_cmd(*TINY, f"run.root={root}"), root.parent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (status,) = root.rglob("metrics.json")
+    return root, status.parent
+
+
+def test_run_model_cannot_leave_run_root(tmp_path):
+    proc = run(train_cmd(*TINY, f"run.root={tmp_path / 'R'}", "run.model=../../../y"), tmp_path)
+    assert_user_error(proc, "run.model")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_run_folder_component_goes_through_one_check():
+    from vitpos.errors import UserError
+    from vitpos.validate import RUN_FOLDER_KEYS, check_run_names
+
+    assert set(RUN_FOLDER_KEYS) == {"group", "model", "label"}
+    for key in RUN_FOLDER_KEYS:
+        for bad in ("../x", "/abs", "..", "a/b", "~home"):
+            with pytest.raises(UserError, match=f"run.{key}"):
+                check_run_names({"group": "g", "model": "m", "label": None, key: bad})
+
+
+@pytest.mark.slow
+def test_resume_false_on_an_existing_run(tiny_run):
+    root, folder = tiny_run
+    before = files_under(folder)
+    proc = run(train_cmd(*TINY, f"run.root={root}", "resume=false"), root.parent)
+    assert_user_error(proc, "resume: resume=false but")
+    assert files_under(folder) == before  # nothing written, not even an event file
+
+
+@pytest.mark.slow
+def test_resume_true_without_last_ckpt(tmp_path):
+    proc = run(train_cmd(*TINY, f"run.root={tmp_path / 'R'}", "resume=true"), tmp_path)
+    assert_user_error(proc, "resume: resume=true but")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_resume_auto_with_another_configurations_last_ckpt(tiny_run, tmp_path):
+    import shutil
+
+    root, folder = tiny_run
+    other = [*TINY, "optim.lr=0.001", f"run.root={tmp_path / 'R'}"]
+    from hydra import compose, initialize_config_dir
+
+    from vitpos.run.identity import run_dir
+
+    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=[*other, "run.model=vit_micro"])
+    target = run_dir(cfg) / "checkpoints"
+    target.mkdir(parents=True)
+    shutil.copy(folder / "checkpoints" / "last.ckpt", target / "last.ckpt")
+    before = files_under(tmp_path)
+    proc = run(train_cmd(*other), tmp_path)
+    assert_user_error(proc, "resume: ")
+    assert "another configuration" in proc.stderr and "optim.lr" in proc.stderr
+    assert files_under(tmp_path) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["missing", "truncated", "crafted", "not-a-checkpoint", "other-task"])
+def test_resume_path_is_checked_before_training(tiny_run, tmp_path, kind):
+    import torch
+    from ckpt_factory import make_evil_checkpoint
+
+    _, folder = tiny_run
+    last = folder / "checkpoints" / "last.ckpt"
+    path = tmp_path / f"{kind}.ckpt"
+    if kind == "truncated":
+        path.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    elif kind == "crafted":
+        path = make_evil_checkpoint(tmp_path / "evil", tmp_path / "pwned")
+    elif kind == "not-a-checkpoint":
+        path.write_text("notes, not weights\n")
+    elif kind == "other-task":
+        saved = torch.load(last, map_location="cpu", weights_only=True)
+        saved["hyper_parameters"]["cfg"]["task"]["name"] = "sequence"
+        torch.save(saved, path)
+    before = files_under(tmp_path)
+    proc = run(train_cmd(*TINY, f"run.root={tmp_path / 'R'}", f"resume={path}"), tmp_path)
+    assert_user_error(proc, "resume: ")
+    assert str(path) in proc.stderr or kind == "other-task", proc.stderr
+    assert files_under(tmp_path) == before  # no run folder, no event file
+    assert not (tmp_path / "pwned").exists()
+
+
+def small_imagefolder(root: Path, per_class: int) -> Path:
+    """An ImageFolder CIFAR-10 tree with ``per_class`` 32x32 PNGs per class and split."""
+    import torch
+    from torchvision.io import write_png
+
+    from vitpos.data.cifar10 import CLASSES
+
+    gen = torch.Generator().manual_seed(0)
+    for split in ("train", "test"):
+        for name in CLASSES:
+            (root / split / name).mkdir(parents=True)
+            for i in range(per_class):
+                write_png(
+                    torch.randint(0, 256, (3, 32, 32), dtype=torch.uint8, generator=gen),
+                    str(root / split / name / f"{i}.png"),
+                )
+    return root
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        ([], "data.val_size: 5000 leaves no training images"),
+        (["data.val_size=10", "data.train_subset=1000"], "data.train_subset: 1000 is more than the 20 training"),
+        (["data.val_size=10", "data.test_subset=1000"], "data.test_subset: 1000 is more than the 30 test"),
+        (["data.val_size=10", "eval.test_subset=31"], "eval.test_subset: 31 is more than the 30 test"),
+    ],
+    ids=["val-size", "train-subset", "test-subset", "eval-test-subset"],
+)
+def test_sizes_the_data_cannot_give(tmp_path, args, needle):
+    data = small_imagefolder(tmp_path / "data", per_class=3)
+    proc = run(train_cmd("data.format=imagefolder", f"data.root={data}", *args, f"run.root={tmp_path / 'R'}"), tmp_path)
+    assert_user_error(proc, needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+@pytest.mark.parametrize("tool", ["vitpos.viz", "vitpos.extrapolate"])
+def test_tools_on_a_file_that_is_not_a_checkpoint(tmp_path, tool):
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    proc = run([sys.executable, "-m", tool, "ckpt=notes.txt"], tmp_path)
+    assert_user_error(proc, "notes.txt: not a checkpoint")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

@@ -1,22 +1,38 @@
-"""The benchmark command's row filters (``--shapes``, ``--encodings``) refuse unknown names with the
-valid ones, before any model is built; the README's ``bench.run`` replays run the tables themselves."""
+"""The benchmark command's key=value options (issue 18): parts as leading words, the row filters
+(``shapes=``, ``encodings=``) refusing unknown names with the valid ones before any model is built;
+the README's ``bench.run`` replays run the tables themselves."""
 
 import pytest
 
-from bench.run import main, split_list
+from bench.run import BenchOptions, main
+from vitpos.cli import parse_options
+from vitpos.errors import UserError
 
 
-def test_split_list_keeps_order_and_drops_blanks():
-    assert split_list("vit_tiny, learned_1d,,") == ["vit_tiny", "learned_1d"]
-    assert split_list(None) is None
+def parse(*words):
+    return parse_options(list(words), BenchOptions, prog="python -m bench.run")
+
+
+def test_parts_and_options():
+    opts = parse("step", "rope", "quick=true", "threads=2", "shapes=[vit_tiny,vit_micro]", "encodings=rope_2d")
+    assert opts.parts == ["step", "rope"] and opts.quick is True and opts.threads == 2
+    assert opts.shapes == ["vit_tiny", "vit_micro"] and opts.encodings == ["rope_2d"]
+    assert parse("parts=[data]", "compile_all=true").parts == ["data"]
+    assert parse().parts == [] and parse().quick is False
 
 
 @pytest.mark.parametrize(
-    ("option", "value", "valid"),
-    [("--shapes", "vit_big", "vit_micro, vit_tiny"), ("--encodings", "learned_3d", "learned_1d")],
+    ("words", "message"),
+    [
+        (["step", "quick=true", "shapes=[vit_big]"], "shapes: unknown vit_big (valid: vit_micro, vit_tiny"),
+        (["step", "encodings=[learned_3d]"], "encodings: unknown learned_3d (valid: "),
+        (["stpe"], "stpe: unknown part (did you mean step? valid: step, rope, data, eval, memory, sweep, gpu)"),
+        (["--quick"], "--quick: expected key=value (write quick=true"),
+        (["threads=many"], "threads: expected an integer, got 'many' (e.g. threads=4)"),
+    ],
 )
-def test_step_filters_refuse_unknown_names(option, value, valid):
-    with pytest.raises(SystemExit) as stop:
-        main(["step", "--quick", option, value])
-    assert f"error: {option}: unknown {value}; valid: " in str(stop.value.code)
-    assert valid in str(stop.value.code)
+def test_bad_words_are_refused_before_anything_runs(words, message, capsys):
+    with pytest.raises(UserError) as err:
+        main(words)
+    assert str(err.value).startswith(message), str(err.value)
+    assert capsys.readouterr().out == ""  # not even the header: nothing ran

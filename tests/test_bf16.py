@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from conftest import small_vit
 
-from vitpos.encodings import list_encodings
+from vitpos.encodings import create_encoding, list_encodings
 from vitpos.models.attention import mask_dtype
 from vitpos.models.seq_transformer import SequenceTransformer
 from vitpos.runtime import resolve_precision
@@ -65,12 +65,43 @@ def test_sequence_encoding_bf16_close_to_float32(name):
     assert_close_bf16(model, forward)
 
 
-@pytest.mark.parametrize("name", ["rope_1d", "rope_2d", "rope_2d_mixed"])
-def test_rope_angles_stay_float32_under_autocast(name):
-    pe = small_vit(name).pos
+def reference_angles(pe, grid) -> torch.Tensor:
+    """Float64 angles (N, Dh/2), or (H, N, Dh/2) for RoPE-Mixed, by which ``pe`` turns q and k on its training grid."""
+    dh = pe.ctx.head_dim
+    if pe.name == "rope_1d":
+        inv = pe.base ** (-torch.arange(dh // 2, dtype=torch.float64) * 2 / dh)  # base^(-2i/Dh)
+        return torch.outer(torch.arange(grid[0], dtype=torch.float64), inv)
+    ys, xs = torch.meshgrid(*(torch.arange(n, dtype=torch.float64) for n in grid), indexing="ij")
+    ys, xs = ys.flatten(), xs.flatten()  # (N,) each, row-major
+    if pe.name == "rope_2d":
+        inv = pe.base ** (-torch.arange(dh // 4, dtype=torch.float64) * 4 / dh)  # base^(-4i/Dh)
+        return torch.cat([torch.outer(xs, inv), torch.outer(ys, inv)], -1)  # x pairs, then y pairs
+    f = pe.freqs[0].detach().double()  # (H, Dh/2, 2): block 0's (fx, fy)
+    return xs[None, :, None] * f[:, None, :, 0] + ys[None, :, None] * f[:, None, :, 1]  # (H, N, Dh/2)
+
+
+@pytest.mark.parametrize("name,grid", [("rope_1d", (4096,)), ("rope_2d", (64, 64)), ("rope_2d_mixed", (64, 64))])
+def test_rope_angles_stay_float32_under_autocast(name, grid):
+    """At large positions a bfloat16 angle (8 significant bits) is off by up to
+    8 radians near 4096 and 1/8 radian near 64; the rotation under bf16 autocast
+    must instead match a float64 reference to float32 precision."""
+    torch.manual_seed(0)
+    pe = create_encoding(name, dim=32, num_heads=2, grid=grid)
+    angles = reference_angles(pe, grid)
+    expected = torch.polar(torch.ones_like(angles), angles)  # complex128
+    q = torch.randn(1, 2, angles.shape[-2], 16).bfloat16()  # (B, H, N, Dh)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        rot = pe.rotation((4, 4), 0, torch.device("cpu"))
-    assert rot.dtype in (torch.complex64, torch.float32)
+        rot = pe.rotation(grid, 0, q.device)
+        rq, _ = pe.rotate_qk(q, q, grid, 0)
+    assert rot.dtype == torch.complex64 and rq.dtype == torch.bfloat16
+    table_error = (rot.to(torch.complex128) - expected).abs().max()
+    bf16_error = (torch.polar(torch.ones_like(angles), angles.bfloat16().double()) - expected).abs().max()
+    assert table_error < 1e-3 < bf16_error  # the check tells float32 angles from bfloat16 ones
+    # end to end: the bf16 q, rotated in float64, rounded once to bf16 (relative error 2^-9)
+    pairs = torch.view_as_complex(q.double().unflatten(-1, (8, 2)))  # (B, H, N, Dh/2)
+    want = torch.view_as_real(pairs * expected).flatten(-2)  # (B, H, N, Dh)
+    assert ((rq.double() - want).abs() / want.abs().clamp(min=1e-3)).median() < 4e-3
+    assert (rq.double() - want).abs().max() < 2e-2 * q.abs().max()
 
 
 def test_attention_bias_is_built_in_the_query_dtype():
@@ -95,7 +126,7 @@ def test_precision_auto_resolves_per_device(monkeypatch):
 
 def test_run_identity_sees_auto_precision_resolved_and_ignores_compile(monkeypatch):
     import vitpos.runtime as rt
-    from vitpos.runs import config_hash
+    from vitpos.run.identity import config_hash
 
     def cfg(precision, compile=False):
         return {"model": {"dim": 8, "compile": compile}, "encoding": {}, "data": {}, "optim": {}, "task": {},

@@ -1,14 +1,19 @@
-"""Help pages and the console of a real run, through the command line (issue 13)."""
+"""Help pages, the one key=value convention of every tool (issue 18) and the console of a real run,
+through the command line (issue 13)."""
 
+import dataclasses
 import os
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
 
+from vitpos.cli import expand_paths, option, parse_options
 from vitpos.encodings import list_encodings
+from vitpos.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,12 +38,124 @@ def test_train_help_lists_encodings_by_kind(tmp_path):
     assert list(tmp_path.iterdir()) == []  # --help writes nothing (no outputs/)
 
 
-@pytest.mark.parametrize("tool", ["compare", "extrapolate", "viz"])
-def test_tool_help_has_a_right_usage_line(tool, tmp_path):
-    proc = run(["-m", f"vitpos.{tool}", "--help"], tmp_path)
+TOOLS = ["vitpos.compare", "vitpos.extrapolate", "vitpos.viz", "bench.run"]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_tool_help_follows_one_layout(tool, tmp_path):
+    """Every tool's --help: a usage line, a plain-text description, then one line per key=value
+    option with its default; no RST markup, no argparse --options, only current run paths."""
+    proc = run(["-m", tool, "--help"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    head = "\n".join(proc.stdout.splitlines()[:5])
-    assert re.search(rf"(^|[\s`])python -m vitpos\.{tool}[\s`]", head), proc.stdout
+    text = proc.stdout
+    assert text.startswith(f"usage: python -m {tool} ") and "[key=value ...]" in text.splitlines()[0], text
+    options = text.split("\nOptions (key=value, as for train.py; lists as [a,b]):\n")[1].splitlines()
+    assert options[-1].split() == ["-h,", "--help", "show", "this", "help", "and", "exit"]
+    rows = re.split(r"\n(?=  \S)", "\n".join(options[:-1]))  # a long key=METAVAR puts its help on the next line
+    assert rows and all(re.match(r"  [\w.<>]+=\S", row) for row in rows), options
+    assert all(re.search(r"\((default: .+|required)\)$", row) for row in rows), rows
+    assert "``" not in text and ":class:" not in text and ":func:" not in text
+    assert not re.search(r"(?<![\w-])--(?!help)\w", text), "an argparse-style option in the help"
+    for path in re.findall(r"runs/[\w<>*./-]+/seed[\w<>]+", text):  # runs/<group>/<model>/<label>-<hash>/seed<k>
+        assert re.fullmatch(r"runs/[^/]+/[^/]+/[^/]+-[^/]+/seed[^/]+", path), path
+    assert list(tmp_path.iterdir()) == []  # --help writes nothing
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_the_same_bad_override_gives_the_same_error_everywhere(tool, tmp_path):
+    proc = run(["-m", tool, "nosuch=1"], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert re.fullmatch(r"error: nosuch: unknown option \(valid: \w+(, [\w.<>]+)+\)", line), line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_tool_suggests_the_close_key():
+    from bench.run import main as bench
+    from vitpos.compare import main as compare
+    from vitpos.extrapolate.checkpoints import main as extrapolate
+    from vitpos.viz.__main__ import main as viz
+
+    for main, typo, close in [(compare, "ot=x", "out"), (extrapolate, "resolution=[32]", "resolutions"),
+                              (viz, "n_image=2", "n_images"), (bench, "quik=true", "quick")]:  # fmt: skip
+        with pytest.raises(UserError, match=f"unknown option \\(did you mean {close}\\? valid: "):
+            main([typo])
+
+
+# ------------------------------------------------------------ the shared parser, in process
+@dataclasses.dataclass
+class Opts:
+    """A tool's options."""
+
+    ckpt: list[str] = option([], "checkpoints", metavar="PATH", repeat=True, required=True)
+    sizes: list[int] | None = option(None, "sizes", example="[16,32]")
+    n: int = option(4, "a count")
+    rate: float = option(0.5, "a rate")
+    fast: bool = option(False, "a flag")
+    out: str = option("out", "a folder", metavar="DIR")
+    pool: str = option("gap", "pooling", choices=["gap", "cls"])
+    data: dict[str, typing.Any] = option({}, "data overrides", prefix=True)
+
+
+def parse(*words):
+    return parse_options(list(words), Opts, prog="python -m tool")
+
+
+def test_parser_values_lists_and_repeats():
+    opts = parse("ckpt=a", "ckpt=[b,c]", "sizes=[16,24]", "n=3", "rate=1e-3", "fast=true", "out=3",
+                 "data.root=x", "data.eval_batch_size=64")  # fmt: skip
+    assert opts.ckpt == ["a", "b", "c"] and opts.sizes == [16, 24] and opts.n == 3 and opts.rate == 0.001
+    assert opts.fast is True and opts.out == "3" and opts.data == {"root": "x", "eval_batch_size": 64}
+    assert parse("ckpt=runs/*/seed0/last.ckpt", "sizes=32").ckpt == ["runs/*/seed0/last.ckpt"]  # taken as typed
+    assert parse("ckpt=x", "sizes=32").sizes == [32]  # one value for a list
+
+
+@pytest.mark.parametrize(
+    "words, message",
+    [
+        (["ckpt=a", "nn=3"], "nn: unknown option (did you mean n? valid: ckpt, sizes, n, rate, fast, out, pool, "
+                             "data.<key>)"),
+        (["ckpt=a", "n=many"], "n: expected an integer, got 'many' (e.g. n=4)"),
+        (["ckpt=a", "sizes=[16,x]"], "sizes: expected a list of integers, got '[16,x]' (e.g. sizes=[16,32])"),
+        (["ckpt=a", "fast=maybe"], "fast: expected true or false, got 'maybe' (e.g. fast=true)"),
+        (["ckpt=a", "rate=fast"], "rate: expected a number, got 'fast' (e.g. rate=0.5)"),
+        (["ckpt=a", "pool=avg"], "pool: unknown avg (valid: gap, cls)"),
+        (["ckpt=a", "out=x", "out=y"], "out: given twice (out=x and out=y: keep one)"),
+        (["ckpt=a", "data=1"], "data: expected data.<key>=value"),
+        (["ckpt=a", "out.x=1"], "out.x: unknown option"),
+        (["last.ckpt"], "last.ckpt: expected key=value (did you mean ckpt=last.ckpt?"),
+        (["ckpt=a", "--fast"], "--fast: expected key=value (write fast=true"),
+        (["n=3"], "ckpt: required (give ckpt=PATH"),
+    ],
+)  # fmt: skip
+def test_parser_errors_name_the_option_and_the_fix(words, message):
+    with pytest.raises(UserError) as err:
+        parse(*words)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_parser_help(capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse("n=oops", "--help")  # --help wins over a bad value
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: python -m tool ckpt=PATH [key=value ...]\n\nA tool's options.\n")
+    assert "  ckpt=PATH" in text and "checkpoints; repeatable (required)" in text
+    assert "  sizes=[INT,...]" in text and "  fast=true|false" in text and "(default: false)" in text
+    assert "  pool=gap|cls" in text and "  data.<key>=VALUE" in text
+
+
+def test_expand_paths(tmp_path):
+    for name in ("rope_2d-abc123", "sincos_2d-def456", "sincos_2d-0a1b2c"):
+        (tmp_path / name / "seed0").mkdir(parents=True)
+        (tmp_path / name / "seed0" / "last.ckpt").write_text("x")
+    found = expand_paths("ckpt", [f"{tmp_path}/sincos_2d-*/seed0/last.ckpt", str(tmp_path / "plain")])
+    assert found == [tmp_path / "sincos_2d-0a1b2c/seed0/last.ckpt", tmp_path / "sincos_2d-def456/seed0/last.ckpt",
+                     tmp_path / "plain"]  # fmt: skip
+    assert expand_paths("ckpt", [f"{tmp_path}/**/last.ckpt"])[0].name == "last.ckpt"
+    with pytest.raises(UserError, match=r"ckpt=.*/alibi-\*/seed0: no file or folder matches this pattern"):
+        expand_paths("ckpt", [f"{tmp_path}/alibi-*/seed0"])
 
 
 @pytest.mark.slow
@@ -57,7 +174,7 @@ def test_quiet_console_and_next_commands(tmp_path):
     assert "v_num" not in head and "sincos_2d/seed0" in head and "litlogger" not in head and "LeafSpec" not in head
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no outputs/
     folder = re.search(r"run folder: (\S+)", proc.stdout).group(1)
-    for command in ("tensorboard --logdir", "vitpos.compare", "vitpos.extrapolate ckpt=", "vitpos.viz ckpt="):
+    for command in ("tensorboard --logdir", "vitpos.compare runs=", "vitpos.extrapolate ckpt=", "vitpos.viz ckpt="):
         assert command in proc.stdout
     again = run(args, tmp_path, merged=True)
     assert again.returncode == 0 and f"run folder: {folder}" in again.stdout

@@ -11,6 +11,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch.utils.tensorboard import SummaryWriter
 
 from vitpos.compare import compare, main
+from vitpos.errors import UserError
 
 # (label, seed) -> final scalars; every run also logs a val/acc curve over 3 epochs
 RUNS = {
@@ -128,12 +129,33 @@ def test_outputs_written(report, runs):
 
 
 def test_cli(runs, tmp_path, capsys):
-    assert main([str(runs), "--out", str(tmp_path)]) == 0
+    assert main([f"runs={runs}", f"out={tmp_path}"]) == 0
     assert "| `rope_2d` |" in capsys.readouterr().out
-    assert main([str(tmp_path / "missing")]) == 2
+    assert (tmp_path / "report.md").is_file()
+    assert main([f"runs={tmp_path / 'missing'}"]) == 2
     (tmp_path / "empty").mkdir()
-    assert main([str(tmp_path / "empty")]) == 2
+    assert main([f"runs={tmp_path / 'empty'}"]) == 2
     assert "no runs under" in capsys.readouterr().err
+    with pytest.raises(UserError, match=r"^runs: required \(give runs=DIR"):
+        main([f"out={tmp_path}"])
+    with pytest.raises(UserError, match=r"expected key=value \(did you mean runs="):
+        main([str(runs)])  # the old positional form says how it is written now
+    with pytest.raises(UserError, match=r"^--out: expected key=value \(write out=DIR"):
+        main([f"runs={runs}", "--out", str(tmp_path)])
+
+
+def test_cli_multirun_folders_accumulate(runs, tmp_path, monkeypatch):
+    import vitpos.compare.summary as summary
+
+    seen = {}
+
+    def fake(runs_dir, out, multirun):
+        seen.update(runs=runs_dir, out=out, multirun=multirun)
+        raise FileNotFoundError("stop here")
+
+    monkeypatch.setattr(summary, "compare", fake)
+    assert main([f"runs={runs}", "multirun=[a/1,a/2]", "multirun=b"]) == 2
+    assert seen == {"runs": str(runs), "out": None, "multirun": ["a/1", "a/2", "b"]}
 
 
 CFG = {"data": {"name": "shapes", "num_train": 512}, "trainer": {"max_epochs": 2}, "run": {"group": "shapes"}}
@@ -221,7 +243,7 @@ def test_multirun_folder_as_runs_dir_reports_its_jobs_runs(tmp_path):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from vitpos.runs import run_dir
+    from vitpos.run.identity import run_dir
 
     sweep = tmp_path / "multirun" / "2026-01-01" / "10-00-00"
     for n, encoding in enumerate(["rope_2d", "rope_2d encoding.strategy=bogus"]):

@@ -7,7 +7,8 @@ from conftest import CONFIGS
 from hydra import compose, initialize_config_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from vitpos.compare import compare
+from vitpos.compare import compare, main
+from vitpos.run.identity import next_commands
 from vitpos.train import train
 
 TINY = [
@@ -54,3 +55,9 @@ def test_report_matches_the_event_files_and_averages_seeds(tmp_path):
     assert "`shapes/cpe/seed0`: **failed**" in report and "rope_2d" in report
     assert f"{100 * groups[groups['name'] == 'rope_2d'].iloc[0]['test/acc_mean']:.1f} ± " in report
     assert (tmp_path / "report" / "acc_vs_resolution.png").exists()
+    # the compare command a finished run prints runs as printed (key=value; no positional folder)
+    folder = next(p for p in tmp_path.rglob("seed0") if "rope_2d" in str(p))
+    (line,) = [x.split() for x in next_commands(folder, "classification").splitlines() if "vitpos.compare" in x]
+    assert line[:3] == ["python", "-m", "vitpos.compare"] and line[3].startswith("runs=")
+    assert main(line[3:]) == 0
+    assert (tmp_path / "shapes" / "report" / "report.md").read_text().count("rope_2d") >= 1

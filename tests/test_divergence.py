@@ -53,7 +53,8 @@ def test_lr_100_stops_in_the_first_epoch_and_is_marked_diverged(tmp_path):
 def test_guard_stops_on_a_nan_loss_and_a_nan_val_loss():
     import pytest
 
-    from vitpos.callbacks import DivergenceError, DivergenceGuard
+    from vitpos.callbacks import DivergenceGuard
+    from vitpos.errors import DivergenceError
 
     class Strategy:
         @staticmethod
@@ -73,3 +74,48 @@ def test_guard_stops_on_a_nan_loss_and_a_nan_val_loss():
         guard.on_validation_end(Trainer(), None)
     Trainer.sanity_checking = True  # the sanity check of an untrained model is not a divergence
     guard.on_validation_end(Trainer(), None)
+
+
+def test_guard_stops_a_finite_runaway_loss_and_a_collapse_to_chance():
+    """Divergence beyond NaN (issue 19): a loss 10x a uniform guess's, or val/acc back at chance."""
+    import pytest
+
+    from vitpos.callbacks import DivergenceGuard
+    from vitpos.errors import DivergenceError
+
+    class Strategy:
+        @staticmethod
+        def reduce_boolean_decision(flag, all=True):
+            return flag
+
+    class Trainer:
+        current_epoch, global_step, num_training_batches, sanity_checking = 1, 5, 10, False
+        strategy = Strategy()
+        callback_metrics = {"val/loss": torch.tensor(1.0), "val/acc": torch.tensor(0.9)}
+
+    guard = DivergenceGuard("optim.lr=100 too high")
+    guard.classes = 4  # bound: 10 x ln 4 = 13.9
+    guard.on_train_batch_end(Trainer(), None, {"loss": torch.tensor(13.0)}, None, 0)  # high but below: nothing
+    with pytest.raises(DivergenceError, match=r"above 13\.9 .*optim\.lr=100"):
+        guard.on_train_batch_end(Trainer(), None, {"loss": torch.tensor(1.4e6)}, None, 1)
+    guard.on_validation_end(Trainer(), None)  # 0.9: clearly above chance (0.25)
+    Trainer.callback_metrics = {"val/loss": torch.tensor(1.4), "val/acc": torch.tensor(0.26)}
+    with pytest.raises(DivergenceError, match=r"val/acc fell to chance \(0\.260, chance 0\.250\) from 0\.900"):
+        guard.on_validation_end(Trainer(), None)
+    fresh = DivergenceGuard("hint")  # never above chance: a slow start, not a collapse
+    fresh.classes = 4
+    fresh.on_validation_end(Trainer(), None)
+
+
+def test_finite_divergence_through_the_command_line(tmp_path):
+    """optim.lr=100 with 5 training batches (the probe of issue 19) used to end as 'complete' with a
+    loss of 1e6: it now stops, is marked diverged, and keeps no checkpoint from after the divergence."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    args = [*TINY, "trainer.max_epochs=1", "+trainer.limit_train_batches=5", "optim.lr=100", f"run.root={tmp_path}"]
+    proc = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in output, output
+    assert "training diverged: train/loss is not finite or above" in proc.stderr, output
+    (status_file,) = tmp_path.rglob("metrics.json")
+    assert json.loads(status_file.read_text())["status"] == "diverged"
+    assert not list(tmp_path.rglob("*.ckpt"))  # it diverged in epoch 0: no best, no last

@@ -1,4 +1,5 @@
-"""``python -m vitpos.extrapolate`` on real checkpoints: images and sequences in one call each."""
+"""``python -m vitpos.extrapolate`` on real checkpoints: images and sequences in one call each; ``ckpt=``
+patterns expanded by the tool (issue 22)."""
 
 import csv
 
@@ -9,8 +10,9 @@ from ckpt_factory import make_checkpoint
 from conftest import CONFIGS
 from hydra import compose, initialize_config_dir
 
-from vitpos import extrapolate_cli
-from vitpos.extrapolate_cli import main
+from vitpos.errors import UserError
+from vitpos.extrapolate import checkpoints as extrapolate_cli
+from vitpos.extrapolate.checkpoints import main
 from vitpos.train import train
 
 QUIET = ["trainer.max_epochs=1", "task.pictures=false", "trainer.enable_progress_bar=false"]
@@ -115,3 +117,33 @@ def test_a_corrupt_checkpoint_in_a_folder_does_not_stop_the_others(fakes, tmp_pa
     assert [r["run"] for r in read(out / "extrapolation.csv")] == ["good/seed0"]
     err = capsys.readouterr().err
     assert "1 failed" in err and f"ckpt={bad}: not a readable checkpoint" in err
+
+
+def test_a_glob_pattern_in_ckpt_is_expanded_by_the_tool(fakes, tmp_path, capsys):
+    """bash does not expand patterns inside key=value (issue 22): the tool does; the progress bar names the size."""
+    image, _ = fakes
+    pattern = str(image).replace("rope_2d", "rope_*")
+    out = tmp_path / "out"
+    assert main([f"ckpt={pattern}", "resolutions=[16]", "strategies=[extrapolate,ntk]", f"out={out}",
+                 "device=cpu", "data.eval_batch_size=8"]) == 0  # fmt: skip
+    rows = read(out / "extrapolation.csv")
+    assert {(r["run"], r["strategy"]) for r in rows} == {("rope_2d/seed0", "extrapolate"), ("rope_2d/seed0", "ntk")}
+    err = capsys.readouterr().err
+    assert "test at resolution 16 (ntk)" in err
+
+
+def test_a_glob_pattern_matching_nothing_is_refused(fakes, tmp_path):
+    image, _ = fakes
+    pattern = str(image).replace("rope_2d", "alibi_*")
+    with pytest.raises(UserError, match=r"^ckpt=.*alibi_\*.*: no file or folder matches this pattern"):
+        main([f"ckpt={pattern}", f"out={tmp_path}"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_one_strategy_by_name_and_repeated_ckpt(fakes, tmp_path):
+    image, _ = fakes
+    out = tmp_path / "out"
+    assert main([f"ckpt={image}", f"ckpt={image.parent}", "resolutions=16", "strategies=ntk", f"out={out}",
+                 "device=cpu"]) == 0  # fmt: skip
+    rows = read(out / "extrapolation.csv")
+    assert [(r["strategy"], r["size"]) for r in rows] == [("ntk", "16")]  # the same checkpoint twice: once

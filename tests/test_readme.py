@@ -1,10 +1,16 @@
-"""The README, followed top to bottom, works (issue 13: "README that is tested").
+"""The README and the docs, followed top to bottom, work (issue 13: "README that is tested").
 
-Every command in the README's ```bash blocks is either replayed here, in the
-README's order, at smoke scale, or listed in ``SKIP`` with the reason it
-cannot run in CI. A new README command that is in neither place fails
+The replayed pages are ``PAGES``: README.md first, then every ``docs/*.md`` in
+a fixed order (a page in ``docs/`` that is not listed fails
+``test_every_doc_page_is_replayed``). Every command in their ```bash blocks is
+either replayed here, in that order, at smoke scale, or listed in ``SKIP``
+with the reason it cannot run in CI. Every ```python block is run as a script
+(``python FILE`` in the same working directory), unless its first line is in
+``SKIP_PYTHON`` with the reason (a file to add to the package is not a
+script). A new command or block that is in neither place fails
 ``test_every_readme_command_is_covered``, so an example can never drift out of
-the test.
+the test; relative links in the pages must resolve
+(``test_relative_links_resolve``).
 
 The replay runs in a temporary working directory shaped like a fresh clone
 after the README's own data step: ``train.py``, ``configs/`` and ``bench/`` are
@@ -17,11 +23,12 @@ and at the end the working directory must hold only the folders the commands
 name (``--out X``, ``out=X``) and those in ``EXPECTED`` (no Hydra ``outputs/``,
 no ``lightning_logs/``).
 
-Smoke scale comes from overrides appended to each command (``RUNNERS``): one
+Smoke scale comes from overrides added to each command (``RUNNERS``): one
 epoch of a couple of batches per stage (``trainer.limit_*``) and small
 evaluations (``eval.*``, test subsets); the model and the data set stay the
-README's. A command the README repeats word for word in a later section is
-replayed once.
+README's. An override whose key the command already gives replaces that word
+in place (the tools refuse a key given twice); the others are appended. A
+command that a page repeats word for word in a later section is replayed once.
 Sweeps run 2 of their encodings with one seed by overriding the swept keys on
 the command line, which replaces the experiment's ``hydra.sweeper.params`` for
 those keys. The overrides are part of a run's configuration, so they change
@@ -43,6 +50,20 @@ import pytest
 from conftest import ROOT, cifar_root
 
 README = ROOT / "README.md"
+# The pages replayed, in this order: README first, then the docs in the order a reader follows
+# them (each command may need what an earlier one made: the viz and extrapolate commands of
+# extrapolation.md and compare.md read the quick sweep that results.md runs).
+PAGES = (
+    "README.md",
+    "docs/recipe.md",
+    "docs/results.md",
+    "docs/extrapolation.md",
+    "docs/sequences.md",
+    "docs/compare.md",
+    "docs/performance.md",
+    "docs/reliability.md",
+    "docs/architecture.md",
+)
 
 # Lightning Trainer limits: a couple of batches per stage. `++` adds the key or
 # overrides it if a trainer config ever sets it.
@@ -133,17 +154,71 @@ EXPECTED = {
 }
 TIMEOUT_S = 900  # per command; a hang fails the test instead of blocking CI
 
+# ```python blocks that are not scripts, by their first line, with the reason.
+SKIP_PYTHON = {
+    "# vitpos/encodings/my_encoding.py (and import it in vitpos/encodings/__init__.py)": (
+        "a file to add to the package (relative imports), not a script; the registry-wide tests "
+        "(tests/test_registry.py) run every registered encoding"
+    ),
+}
+
+FENCE = re.compile(r"^```(bash|python)[ \t]*\n(.*?)^```", flags=re.M | re.S)
+
+
+def bash_commands(block: str) -> list[str]:
+    """Every command of one ```bash block, comments dropped, re-quoted by
+    ``shlex.join`` (so ``'a=[1,2]'`` stays one word)."""
+    commands = []
+    for line in block.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if words:
+            commands.append(shlex.join(words))
+    return commands
+
+
+def page_steps(text: str) -> list[tuple[str, str]]:
+    """("bash", command) for every command and ("python", code) for every
+    ```python block, in the page's order."""
+    steps = []
+    for lang, block in FENCE.findall(text):
+        steps += [("bash", c) for c in bash_commands(block)] if lang == "bash" else [("python", block)]
+    return steps
+
 
 def readme_commands(text: str) -> list[str]:
-    """Every command in the ```bash blocks, in order, comments dropped,
-    re-quoted by ``shlex.join`` (so ``'a=[1,2]'`` stays one word)."""
-    commands = []
-    for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.M | re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            words = shlex.split(line, comments=True)
-            if words:
-                commands.append(shlex.join(words))
-    return commands
+    """Every command in the ```bash blocks of ``text``, in order."""
+    return [code for kind, code in page_steps(text) if kind == "bash"]
+
+
+def all_steps() -> list[tuple[str, str, str]]:
+    """(page, kind, code) for every step of every page in ``PAGES``, in order."""
+    return [(page, kind, code) for page in PAGES for kind, code in page_steps((ROOT / page).read_text())]
+
+
+def classify_python(code: str) -> tuple[str, object]:
+    """("skip", reason) for a block listed in ``SKIP_PYTHON``, else ("run", None)."""
+    first = code.strip().splitlines()[0].strip() if code.strip() else ""
+    return ("skip", SKIP_PYTHON[first]) if first in SKIP_PYTHON else ("run", None)
+
+
+def with_overrides(command: str, extra: list[str]) -> str:
+    """``command`` with the smoke overrides ``extra``: an override whose key the
+    command already gives (``key=...``, ``+key=...``, ``++key=...``) replaces
+    that word in place, any other is appended (flags such as ``--quick`` too)."""
+    words = shlex.split(command)
+
+    def key(word: str) -> str | None:
+        name, sep, _ = word.partition("=")
+        return name.lstrip("+") if sep and not name.startswith("-") else None
+
+    for x in extra:
+        at = [i for i, w in enumerate(words) if key(x) is not None and key(w) == key(x)]
+        if at:
+            words[at[0]] = x
+            words = [w for i, w in enumerate(words) if i not in at[1:]]
+        else:
+            words.append(x)
+    return shlex.join(words)
 
 
 def _longest_prefix(command: str, table: dict) -> str | None:
@@ -179,21 +254,89 @@ def output_folders(commands: list[str]) -> set[str]:
 
 
 def test_every_readme_command_is_covered():
-    commands = readme_commands(README.read_text())
-    assert len(commands) >= 5, f"found only {commands} in README's ```bash blocks: did the parser break?"
-    uncovered = [c for c in commands if classify(c) is None]
+    steps = all_steps()
+    commands = [(page, code) for page, kind, code in steps if kind == "bash"]
+    assert len(readme_commands(README.read_text())) >= 5, "found under 5 README commands: did the parser break?"
+    uncovered = [f"{page}: {c}" for page, c in commands if classify(c) is None]
     assert not uncovered, (
-        "README commands neither replayed nor skipped; add each to RUNNERS (with smoke overrides) "
+        "commands neither replayed nor skipped; add each to RUNNERS (with smoke overrides) "
         f"or to SKIP (with the reason) in {Path(__file__).name}:\n  " + "\n  ".join(uncovered)
     )
+    blocks = [(page, code) for page, kind, code in steps if kind == "python"]
+    assert any(page == "README.md" and classify_python(code)[0] == "run" for page, code in blocks), (
+        "README.md has no ```python block that runs (its snippet 'Use an encoding in your own model')"
+    )
+    for page, code in blocks:
+        if classify_python(code)[0] == "run":
+            compile(code, f"{page} ```python block", "exec")  # a syntax error fails here, before the slow replay
+    firsts = {code.strip().splitlines()[0].strip() for _, code in blocks if code.strip()}
+    stale = sorted(set(SKIP_PYTHON) - firsts)
+    assert not stale, f"SKIP_PYTHON names blocks no page has any more: {stale}"
+
+
+def test_every_doc_page_is_replayed():
+    pages = {"README.md"} | {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")}
+    assert pages == set(PAGES), (
+        f"PAGES in {Path(__file__).name} must list README.md and every docs/*.md, in reading order: "
+        f"missing {sorted(pages - set(PAGES))}, not on disk {sorted(set(PAGES) - pages)}"
+    )
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown page (lower case,
+    punctuation dropped, spaces to hyphens; code blocks are not headings)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    anchors = set()
+    for title in re.findall(r"^#{1,6} +(.+?) *#*$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", title.strip().lower().replace("`", "")).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+def test_relative_links_resolve():
+    """Every relative link and image of the replayed pages points at a file
+    that exists, and every #anchor at a heading of its page."""
+    broken = []
+    for page in PAGES:
+        path = ROOT / page
+        text = path.read_text()
+        prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (path.parent / file).resolve() if file else path
+            if not dest.exists():
+                broken.append(f"{page}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in heading_anchors(dest.read_text()):
+                broken.append(f"{page}: {target} (no heading #{anchor} in {dest.relative_to(ROOT)})")
+    assert not broken, "broken links:\n  " + "\n  ".join(broken)
 
 
 def test_parser_keeps_quoted_words_and_drops_comments():
     text = "```bash\npython train.py 'encoding.parts=[a,b]' x=1   # a comment\n# only a comment\n```\n"
     assert readme_commands(text) == ["python train.py 'encoding.parts=[a,b]' x=1"]
+    page = text + "```python\nprint(1)\n```\n```yaml\nname: x\n```\n```python\n# vitpos/encodings/my_encoding.py\n```\n"
+    assert page_steps(page) == [
+        ("bash", "python train.py 'encoding.parts=[a,b]' x=1"),
+        ("python", "print(1)\n"),
+        ("python", "# vitpos/encodings/my_encoding.py\n"),
+    ]
+    assert classify_python("print(1)\n") == ("run", None)
     assert classify("python train.py data=shapes x=1") == ("run", RUNNERS["python train.py data=shapes"])
     assert classify("pip install -e .")[0] == "skip"
     assert classify("rm -rf runs") is None
+
+
+def test_overrides_replace_a_key_the_command_gives():
+    command = "python -m vitpos.extrapolate ckpt=a resolutions=[16,32,64] out=x"
+    assert with_overrides(command, ["resolutions=[24,32]", "data.num_test=256"]) == (
+        "python -m vitpos.extrapolate ckpt=a 'resolutions=[24,32]' out=x data.num_test=256"
+    )
+    train = "python train.py task=sequence trainer.max_epochs=2"
+    assert with_overrides(train, ["++trainer.max_epochs=1", "--quick"]) == (
+        "python train.py task=sequence ++trainer.max_epochs=1 --quick"
+    )
 
 
 # the config hash (or the README's `-*` glob) in runs/<group>/<model>/<label>-<hash>/seed<k>
@@ -243,31 +386,37 @@ def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
     cifar = cifar_root()
     if cifar is None:
         pytest.skip("needs the CIFAR-10 copy: run `bash ../shared/datasets/unpack-cifar10.sh data`")
-    commands = readme_commands(README.read_text())
     work = replay_dir(tmp_path, cifar)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     failures, ran, replayed = [], [], set()
-    for i, command in enumerate(commands):
-        kind, extra = classify(command) or ("uncovered", None)
-        if kind != "run":
-            continue
-        if command.startswith("bash ../shared/") and not (ROOT.parent / "shared").is_dir():
-            continue  # the workplace's shared folder is not beside this clone; data comes from VITPOS_CIFAR_ROOT
-        full = with_smoke_hashes(command, work) + "".join(" " + shlex.quote(x) for x in extra)
-        if full in replayed:  # a command the README repeats in a later section: it ran above, unchanged
-            continue
-        replayed.add(full)
-        proc = subprocess.run(
-            ["bash", "-c", full], cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-        )
+    for i, (page, lang, code) in enumerate(all_steps()):
+        if lang == "python":
+            if classify_python(code)[0] != "run" or code in replayed:
+                continue
+            replayed.add(code)
+            script = tmp_path / f"{i:03d}_snippet.py"  # outside the working directory: it must stay clean
+            script.write_text(code)
+            argv, full = [sys.executable, str(script)], f"python <<'EOF'  # {page}\n{code}EOF"
+        else:
+            kind, extra = classify(code) or ("uncovered", None)
+            if kind != "run":
+                continue
+            if code.startswith("bash ../shared/") and not (ROOT.parent / "shared").is_dir():
+                continue  # the workplace's shared folder is not beside this clone; data comes from VITPOS_CIFAR_ROOT
+            full = with_overrides(with_smoke_hashes(code, work), extra)
+            if full in replayed:  # a command a page repeats in a later section: it ran above, unchanged
+                continue
+            replayed.add(full)
+            argv = ["bash", "-c", full]
+            ran.append(code)
+        proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
         out = proc.stdout + proc.stderr
-        (tmp_path / f"{i:02d}.log").write_text(f"$ {full}\n{out}")
-        ran.append(command)
+        (tmp_path / f"{i:03d}.log").write_text(f"$ {full}\n{out}")
         if proc.returncode != 0 or "Traceback" in out:
-            failures.append(f"$ {full}\nexit {proc.returncode}\n{out[-3000:]}")
+            failures.append(f"{page}:\n$ {full}\nexit {proc.returncode}\n{out[-3000:]}")
     allowed = set(LINKED) | set(EXPECTED) | output_folders(ran)
     leftovers = sorted(p.name for p in work.iterdir() if p.name not in allowed)
     if leftovers:
         failures.append(f"folders the README did not ask for, left in the working directory: {leftovers}")
     assert ran, "no README command was replayed"
-    assert not failures, f"{len(failures)} problem(s) replaying the README:\n\n" + "\n\n".join(failures)
+    assert not failures, f"{len(failures)} problem(s) replaying the README and docs:\n\n" + "\n\n".join(failures)

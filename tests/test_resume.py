@@ -144,9 +144,9 @@ def test_a_crafted_checkpoint_is_refused_by_the_loaders_of_the_training_path(tmp
 
     from omegaconf import OmegaConf
 
-    from vitpos.safe_load import CheckpointError
+    from vitpos.run.checkpoint import CheckpointError
     from vitpos.tasks.classification import ImageClassifier
-    from vitpos.train import check_same_run
+    from vitpos.run.resume import check_same_run
 
     evil = tmp_path / "last.ckpt"
     torch.save({"state_dict": {}, "hyper_parameters": {"cfg": {}}, "payload": _RunsCode()}, evil)
@@ -161,7 +161,7 @@ def test_resume_auto_compares_only_what_defines_the_run(tmp_path):
     a run-defining one (the encoding's base) is refused with the differing key."""
     from omegaconf import OmegaConf
 
-    from vitpos.train import check_same_run
+    from vitpos.run.resume import check_same_run
 
     base = {
         "model": {"dim": 64},

@@ -72,7 +72,7 @@ def test_axial_split_first_half_turns_with_x_second_with_y():
     # token (0, 1) moves in x only: only the first 4 pairs turn; (1, 0) only the last 4
     assert angles[1, :4].abs().min() > 0 and torch.allclose(angles[1, 4:], torch.zeros(4))
     assert angles[3, 4:].abs().min() > 0 and torch.allclose(angles[3, :4], torch.zeros(4))
-    torch.testing.assert_close(angles[1, :4], fn.rope_inv_freq(4, 100.0, step=4))
+    torch.testing.assert_close(angles[1, :4], fn.rope_inv_freq(4, 100.0))
 
 
 def test_rope_head_dim_must_be_a_multiple_of_four():
@@ -84,7 +84,7 @@ def test_mixed_frequencies_start_at_base_10_magnitudes_in_perpendicular_pairs():
     pe = make_encoding("rope_2d_mixed", grid=GRID, dim=32, heads=2)
     f = pe.freqs.detach()  # (depth, H, Dh/2, 2)
     mags = f.norm(dim=-1)
-    expected = fn.rope_inv_freq(4, 10.0, step=4).repeat(2)
+    expected = fn.rope_inv_freq(4, 10.0).repeat(2)
     torch.testing.assert_close(mags, expected.expand_as(mags))
     dots = (f[..., :4, :] * f[..., 4:, :]).sum(-1)
     torch.testing.assert_close(dots, torch.zeros_like(dots), atol=1e-6, rtol=0)

@@ -1,9 +1,9 @@
-"""Run identity (vitpos/runs.py, issue 13): one folder per configuration."""
+"""Run identity (vitpos/run/identity.py, issue 13): one folder per configuration."""
 
 from conftest import CONFIGS
 from hydra import compose, initialize_config_dir
 
-from vitpos.runs import config_hash, model_name, run_dir
+from vitpos.run.identity import config_hash, model_name, run_dir
 
 
 def folder(*overrides):

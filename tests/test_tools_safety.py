@@ -12,8 +12,8 @@ from ckpt_factory import IMAGE, make_checkpoint, make_evil_checkpoint
 from conftest import ROOT
 
 from vitpos.compare import compare
-from vitpos.extrapolate_cli import main as extrapolate_main
-from vitpos.safe_load import CheckpointError, load_checkpoint
+from vitpos.extrapolate.checkpoints import main as extrapolate_main
+from vitpos.run.checkpoint import CheckpointError, load_checkpoint
 from vitpos.viz.__main__ import main as viz_main
 
 
@@ -39,11 +39,13 @@ def test_load_checkpoint_refuses_it(evil):
     assert not marker.exists()
 
 
-def test_extrapolate_refuses_it_and_goes_on(evil, tmp_path, capsys):
+@pytest.mark.parametrize("given", ["folder", "pattern"])
+def test_extrapolate_refuses_it_and_goes_on(evil, tmp_path, capsys, given):
     ckpt, marker = evil
     make_checkpoint(tmp_path / "runs" / "shapes" / "good" / "seed0", *IMAGE)
     out = tmp_path / "out"
-    code = extrapolate_main([f"ckpt={tmp_path / 'runs'}", "resolutions=[16,32]", "strategies=default", f"out={out}",
+    where = tmp_path / "runs" if given == "folder" else f"{tmp_path}/runs/shapes/*/seed0/checkpoints/last.ckpt"
+    code = extrapolate_main([f"ckpt={where}", "resolutions=[16,32]", "strategies=default", f"out={out}",
                              "device=cpu"])  # fmt: skip
     assert code == 1 and not marker.exists()
     err = capsys.readouterr().err
@@ -69,7 +71,8 @@ def test_compare_never_unpickles_checkpoints(evil, tmp_path):
 @pytest.mark.parametrize("tool", ["vitpos.extrapolate", "vitpos.viz"])
 def test_command_line_refuses_it_in_one_line(evil, tmp_path, tool):
     ckpt, marker = evil
-    result = subprocess.run([sys.executable, "-m", tool, f"ckpt={ckpt}", f"out={tmp_path / 'out'}"],
+    pattern = f"{tmp_path}/runs/shapes/ev*/seed0/checkpoints/last.ckpt"  # bash leaves it alone inside key=value
+    result = subprocess.run([sys.executable, "-m", tool, f"ckpt={pattern}", f"out={tmp_path / 'out'}"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode != 0 and not marker.exists()
     assert "refused" in result.stderr and "Traceback" not in result.stderr + result.stdout

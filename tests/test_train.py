@@ -6,7 +6,7 @@ from conftest import CONFIGS, require_cifar
 from hydra import compose, initialize_config_dir
 
 from vitpos.encodings import list_encodings
-from vitpos.runs import run_dir
+from vitpos.run.identity import run_dir
 from vitpos.tasks.classification import ImageClassifier
 from vitpos.train import train
 

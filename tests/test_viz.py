@@ -198,6 +198,43 @@ def test_cli_on_a_sequence_checkpoint(tmp_path, capsys, encoding, expected):
         assert "has no table, rotation or bias to draw" in text
 
 
+def test_cli_removes_the_pictures_of_an_earlier_run(tmp_path, capsys):
+    """``out=`` reused for another model (issue 22): only the files viz writes are removed first, and it says so."""
+    for name in ("pos_table.png", "pos_similarity.png", "attn_maps.png", "attn_distance.csv", "notes.txt", "mine.png"):
+        (tmp_path / name).write_text("old")
+    args = [f"{k}={v}" for k, v in SMALL.items()] + ["encoding=rope_2d", f"out={tmp_path}", "n_images=2"]
+    assert viz_main(args) == 0
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["attn_distance.csv", "attn_distance.png", "attn_maps.png", "mine.png", "notes.txt",
+                       "pos_rope_logit.png"]  # fmt: skip
+    assert (tmp_path / "attn_distance.csv").read_text() != "old" and (tmp_path / "mine.png").read_text() == "old"
+    out = capsys.readouterr().out
+    assert f"removed 4 file(s) of an earlier viz run from {tmp_path}" in out
+
+
+def test_cli_expands_a_checkpoint_pattern(tmp_path, capsys):
+    """bash does not expand patterns inside key=value (issue 22): viz does; of several matches it draws
+    the newest and names the others; a pattern that matches nothing is refused."""
+    import os
+
+    from ckpt_factory import SEQUENCE, make_checkpoint
+
+    from vitpos.errors import UserError
+
+    old = make_checkpoint(tmp_path / "runs" / "alibi-aaaaaa" / "seed0", "encoding=alibi", *SEQUENCE)
+    new = make_checkpoint(tmp_path / "runs" / "rope_1d-bbbbbb" / "seed0", "encoding=rope_1d", *SEQUENCE)
+    os.utime(old, (1_000_000_000, 1_000_000_000))
+    out = tmp_path / "viz"
+    assert viz_main([f"ckpt={tmp_path}/runs/*-*/seed0/checkpoints/last.ckpt", f"out={out}"]) == 0
+    text = capsys.readouterr().out
+    assert f"matches 2 checkpoints; drawing the newest, {new}" in text and str(old) in text
+    assert sorted(p.name for p in out.iterdir()) == ["pos_rope_logit.png"]  # rope_1d: the newest
+    assert viz_main([f"ckpt={tmp_path}/runs/alibi-*/seed0", f"out={out}"]) == 0  # a run folder: its last.ckpt
+    assert sorted(p.name for p in out.iterdir()) == ["pos_bias.png"]  # and the rope picture is gone
+    with pytest.raises(UserError, match=r"ckpt=.*/sincos_\*/seed0/checkpoints/last.ckpt: no file or folder matches"):
+        viz_main([f"ckpt={tmp_path}/runs/sincos_*/seed0/checkpoints/last.ckpt", f"out={out}"])
+
+
 def test_colour_scale_fits_the_values_shown():
     from vitpos.viz.render import colour_scale
 

@@ -3,8 +3,13 @@ seeding for exact resume, atomic last.ckpt every epoch, the divergence guard).""
 
 from __future__ import annotations
 
+import math
+
 import lightning as L
 import torch
+
+from vitpos.errors import DivergenceError
+from vitpos.files import atomic_path
 
 
 class PicturesCallback(L.Callback):
@@ -93,14 +98,11 @@ class LastCheckpoint(L.Callback):
         self.interrupted: BaseException | None = None
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
-        import os
-
         if trainer.sanity_checking or trainer.fast_dev_run:
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        trainer.save_checkpoint(tmp, weights_only=False)  # the full state; collective: rank 0 writes
-        if trainer.is_global_zero:
-            os.replace(tmp, self.path)
+        # every rank names the same file (save_checkpoint is collective: rank 0 writes, rank 0 renames)
+        with atomic_path(self.path, unique=False, commit=trainer.is_global_zero) as tmp:
+            trainer.save_checkpoint(tmp, weights_only=False)  # the full state
 
     def on_exception(self, trainer: L.Trainer, module: L.LightningModule, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # SIGINT; SIGTERM (Lightning's SIGTERMException)
@@ -111,27 +113,49 @@ class LastCheckpoint(L.Callback):
         return f"interrupted during epoch {epoch}; {where}. Rerun the same command to continue exactly from there"
 
 
-class DivergenceError(RuntimeError):
-    """Training produced a non-finite loss; the message names the likely cause."""
-
-
 class DivergenceGuard(L.Callback):
-    """Stops the run at the first non-finite ``train/loss`` (or ``val/loss``).
+    """Stops a run that diverged, before anything after the divergence is saved.
 
-    The check keeps a flag on the loss's device and reads it on CPU every step,
-    on accelerators every ``every_n_steps`` steps and at each epoch's last batch
-    (one host sync per check; every rank decides together, so DDP never hangs).
-    It runs before validation and before ModelCheckpoint (which Lightning
-    orders last), so non-finite weights are never saved as best or last.
+    Three signs, each documented in the error it raises:
+
+    - a non-finite ``train/loss`` or ``val/loss``;
+    - a finite but runaway ``train/loss``: above ``LOSS_BOUND`` x ln(classes),
+      ten times the loss of a uniform guess (a sane run starts near ln(classes)
+      and only goes down; ``optim.lr=100`` reaches 1e6);
+    - a collapse: ``val/acc`` back at chance (within ``CHANCE_MARGIN``) after it
+      was clearly above it (``CLEARLY_ABOVE`` of the way from chance to 100%).
+
+    The loss check keeps a flag on the loss's device and reads it on CPU every
+    step, on accelerators every ``every_n_steps`` steps and at each epoch's last
+    batch (one host sync per check; every rank decides together, so DDP never
+    hangs). It runs before validation and before ModelCheckpoint (which
+    Lightning orders last), and the validation check runs before
+    ModelCheckpoint's, so diverged weights are never saved as best or last.
     """
+
+    LOSS_BOUND = 10.0
+    CHANCE_MARGIN = 0.02
+    CLEARLY_ABOVE = 0.25
 
     def __init__(self, hint: str, every_n_steps: int = 20):
         self.hint, self.every_n_steps = hint, max(int(every_n_steps), 1)
         self._bad: torch.Tensor | None = None
+        self.classes: int | None = None
+        self.best_val_acc = 0.0
+
+    def on_fit_start(self, trainer, module) -> None:
+        from torchmetrics.classification import MulticlassAccuracy
+
+        found = [m.num_classes for m in module.modules() if isinstance(m, MulticlassAccuracy)]
+        self.classes = found[0] if found else None
+
+    @property
+    def loss_bound(self) -> float:
+        return self.LOSS_BOUND * math.log(self.classes) if self.classes and self.classes > 1 else math.inf
 
     def _fail(self, what: str, trainer: L.Trainer) -> None:
         raise DivergenceError(
-            f"training diverged: {what} is not finite at epoch {trainer.current_epoch}, step {trainer.global_step}. "
+            f"training diverged: {what} at epoch {trainer.current_epoch}, step {trainer.global_step}. "
             f"Likely cause: {self.hint}"
         )
 
@@ -139,18 +163,38 @@ class DivergenceGuard(L.Callback):
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if not isinstance(loss, torch.Tensor):
             return
-        bad = ~torch.isfinite(loss.detach()).all()
+        loss = loss.detach()
+        bad = ~torch.isfinite(loss).all() | (loss.float().max() > self.loss_bound)
         self._bad = bad if self._bad is None else self._bad | bad
         last = batch_idx + 1 >= trainer.num_training_batches
         if loss.device.type == "cpu" or last or trainer.global_step % self.every_n_steps == 0:
             flag, self._bad = bool(self._bad.item()), None
             if trainer.strategy.reduce_boolean_decision(flag, all=False):
-                self._fail("train/loss", trainer)
+                self._fail(
+                    f"train/loss is not finite or above {self.loss_bound:.1f} "
+                    f"({self.LOSS_BOUND:g} x ln {self.classes} classes, the loss of a uniform guess)",
+                    trainer,
+                )
 
     def on_validation_end(self, trainer, module) -> None:
+        if trainer.sanity_checking:
+            return
         value = trainer.callback_metrics.get("val/loss")
-        if not trainer.sanity_checking and value is not None and not torch.isfinite(value).all():
-            self._fail("val/loss", trainer)
+        if value is not None and not torch.isfinite(value).all():
+            self._fail("val/loss is not finite", trainer)
+        acc = trainer.callback_metrics.get("val/acc")
+        if acc is None or not self.classes:
+            return
+        acc, chance = float(acc), 1.0 / self.classes
+        if self.best_val_acc >= chance + self.CLEARLY_ABOVE * (1 - chance) and acc <= chance + self.CHANCE_MARGIN:
+            self._fail(f"val/acc fell to chance ({acc:.3f}, chance {chance:.3f}) from {self.best_val_acc:.3f}", trainer)
+        self.best_val_acc = max(self.best_val_acc, acc)
+
+    def state_dict(self) -> dict:
+        return {"best_val_acc": self.best_val_acc}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.best_val_acc = float(state_dict.get("best_val_acc", 0.0))
 
 
 def divergence_hint(cfg) -> str:

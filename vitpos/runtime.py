@@ -88,7 +88,7 @@ def sweep_jobs() -> int:
 
 def trainer_precision(trainer: dict) -> str | int:
     """``trainer.precision`` of a plain trainer config, ``auto`` resolved. The
-    config keeps ``auto``; the run folder's hash (vitpos/runs.py) and the
+    config keeps ``auto``; the run folder's hash (vitpos/run/identity.py) and the
     Trainer both see the resolved value, so ``auto`` on a machine without bf16
     names the same run as ``32-true``."""
     return resolve_precision(trainer.get("precision", "auto"), trainer.get("accelerator", "auto"))
@@ -105,3 +105,83 @@ def resolve_runtime(cfg) -> None:
     n = apply_threads(threads, jobs)
     if n is not None:
         logging.getLogger("vitpos").info("torch threads: %d (threads=%s, %d job(s) side by side)", n, threads, jobs)
+
+
+# ------------------------------------------------------------------ memory
+def _read_int(path: str) -> int | None:
+    try:
+        text = open(path).read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # cgroup v2 writes "max" for no limit
+
+
+def cgroup_limit() -> tuple[int | None, int | None]:
+    """(limit, usage) in bytes of this process's memory cgroup (v2, else v1), None where unknown."""
+    for limit, usage in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        value = _read_int(limit)
+        if value is not None and value < 1 << 60:  # v1 writes a huge number for no limit
+            return value, _read_int(usage)
+    return None, None
+
+
+def address_space_limit() -> int | None:
+    """The soft ``RLIMIT_AS`` (``ulimit -v``) in bytes, or None when unlimited or unknown."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, ValueError, OSError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def _meminfo(key: str) -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith(f"{key}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _own_virtual_size() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def memory_limit() -> int:
+    """Bytes this process may use at most: the machine's RAM, lowered by ``ulimit -v``
+    (RLIMIT_AS) and by the cgroup's memory limit (a container's)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume 16 GiB
+        total = 16 << 30
+    limits = [total, address_space_limit(), cgroup_limit()[0]]
+    return min(x for x in limits if x is not None)
+
+
+def available_memory(device: str = "cpu") -> int:
+    """Bytes free now on ``device``: CUDA, the allocator's view; CPU, the least of the
+    machine's MemAvailable, what ``ulimit -v`` leaves this process and what its cgroup leaves."""
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    free = [_meminfo("MemAvailable") or memory_limit()]
+    rlimit = address_space_limit()
+    if rlimit is not None:
+        free.append(max(rlimit - _own_virtual_size(), 0))
+    limit, usage = cgroup_limit()
+    if limit is not None:
+        free.append(max(limit - (usage or 0), 0))
+    return min(free)

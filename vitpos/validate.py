@@ -15,19 +15,13 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 from pathlib import Path
+
+from vitpos.errors import UserError
+from vitpos.runtime import memory_limit, resolve_threads
 
 #: fraction of the machine's RAM one evaluation batch's attention matrix may take
 MEMORY_FRACTION = 0.25
-
-
-class UserError(ValueError):
-    """A bad option or input file: printed as ``error: <option>: <what> (<fix>)``."""
-
-    def __init__(self, option: str, what: str, fix: str | None = None):
-        self.option, self.what, self.fix = option, what, fix
-        super().__init__(f"{option}: {what}" + (f" ({fix})" if fix else ""))
 
 
 def validate(cfg) -> None:
@@ -37,10 +31,13 @@ def validate(cfg) -> None:
     plain = OmegaConf.to_container(cfg, resolve=True)
     image = plain["task"]["name"] != "sequence"
     check_numbers(plain)
+    check_threads(plain.get("threads", "auto"))
     check_run_names(plain["run"])
     check_trainer_keys(plain["trainer"])
     check_data_paths(plain["data"], image)
     check_sizes(plain, image)
+    if image:
+        check_data_counts(plain)
     check_memory(plain, image)
     check_encoding(plain, image)
 
@@ -110,6 +107,15 @@ def check_numbers(c: dict) -> None:
         check_count(c["data"].get(key), f"data.{key}")
 
 
+def check_threads(threads) -> None:
+    try:
+        resolve_threads(threads)
+    except ValueError as err:
+        raise UserError(
+            "threads", f"{threads!r} is not a thread count", "valid: auto, a positive integer, or null"
+        ) from err
+
+
 def check_count(value, option: str) -> None:
     """A count of samples: an integer >= 1, or null for all of them."""
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -117,35 +123,38 @@ def check_count(value, option: str) -> None:
 
 
 # -------------------------------------------------------------------- names
+#: the config keys that become folder names under run.root (runs/<group>/<model>/<label>-<hash>/seed<k>)
+RUN_FOLDER_KEYS = ("group", "model", "label")
+
+
+def check_folder_name(option: str, value) -> None:
+    """The one check of every run-folder component: a plain name, nothing that leaves ``run.root``."""
+    text = str(value)
+    if not text or text in (".", "..") or "/" in text or "\\" in text or text.startswith("~") or "\0" in text:
+        raise UserError(
+            option,
+            f"must be a plain folder name, got {text!r}",
+            "no '/', '..' or absolute path; use run.root=DIR to choose where runs go",
+        )
+
+
 def check_run_names(run: dict) -> None:
-    """``run.label``/``run.group`` become folder names under ``run.root``: plain names only."""
-    for key in ("group", "label"):
+    """``run.group``, ``run.model`` and ``run.label`` become folder names under ``run.root``
+    (null ``model``/``label``: the model config's name, the encoding's)."""
+    for key in RUN_FOLDER_KEYS:
         value = run.get(key)
-        if value is None and key == "label":
+        if value is None and key != "group":
             continue
-        text = str(value)
-        if not text or text in (".", "..") or "/" in text or "\\" in text or text.startswith("~") or "\0" in text:
-            raise UserError(
-                f"run.{key}",
-                f"must be a plain folder name, got {text!r}",
-                "no '/', '..' or absolute path; use run.root=DIR to choose where runs go",
-            )
+        check_folder_name(f"run.{key}", value)
 
 
 def trainer_options() -> set[str]:
-    """The keyword arguments of ``lightning.pytorch.Trainer``, read from its source
-    (importing lightning takes seconds; parsing one file does not)."""
-    import ast
-    import importlib.util
+    """The keyword arguments of ``lightning.pytorch.Trainer``."""
+    import inspect
 
-    # find_spec of a submodule would import its parents (all of lightning): locate the file instead
-    package = Path(importlib.util.find_spec("lightning").origin).parent
-    source = (package / "pytorch" / "trainer" / "trainer.py").read_text()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ClassDef) and node.name == "Trainer":
-            init = next(n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
-            return {a.arg for a in init.args.args + init.args.kwonlyargs} - {"self"}
-    raise RuntimeError("lightning.pytorch.Trainer not found")  # a lightning layout this check does not know
+    from lightning.pytorch import Trainer
+
+    return set(inspect.signature(Trainer.__init__).parameters) - {"self"}
 
 
 def check_trainer_keys(trainer: dict) -> None:
@@ -171,7 +180,7 @@ def check_data_paths(data: dict, image: bool) -> None:
                 "data.root",
                 f"{path} has no {' or '.join(f'{s}/' for s in missing)} folder",
                 "an ImageFolder tree DIR/train/<class>/*.jpg and DIR/test/<class>/*.jpg; "
-                "bash ../shared/datasets/unpack-cifar10.sh data, then data.root=data/cifar10",
+                "the README's Install section says where to get one",
             )
 
 
@@ -209,20 +218,75 @@ def check_sizes(c: dict, image: bool) -> None:
             )
 
 
-def available_memory() -> int:
-    """Bytes of RAM on this machine."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not POSIX: assume 16 GiB
-        return 16 << 30
+def image_counts(data: dict) -> tuple[int, int, str] | None:
+    """(training images, test images, where) of the image data set ``data`` names, or None when
+    they cannot be counted before loading (the official release not downloaded yet)."""
+    if data.get("name") == "shapes":
+        return int(data.get("num_train", 0)), int(data.get("num_test", 0)), "data.num_train / data.num_test"
+    root = Path(str(data.get("root"))).expanduser()
+    if data.get("format") == "imagefolder":
+        from vitpos.data.cifar10 import IMAGE_EXTENSIONS
+
+        def count(split: str) -> int:
+            return sum(
+                1
+                for folder in (root / split).iterdir()
+                if folder.is_dir() and not folder.name.startswith(".")
+                for f in folder.iterdir()
+                if not f.name.startswith(".") and f.name.lower().endswith(IMAGE_EXTENSIONS)
+            )
+
+        return count("train"), count("test"), str(root)
+    if (root / "cifar-10-batches-py").is_dir():
+        return 50_000, 10_000, str(root)
+    return None
+
+
+def check_data_counts(c: dict) -> None:
+    """Sizes the data cannot give are refused before training: ``data.val_size`` against the
+    training images, ``data.train_subset`` against what the validation split leaves,
+    ``data.test_subset`` and ``eval.test_subset`` against the test images."""
+    data = c["data"]
+    counts = image_counts(data)
+    if counts is None:
+        return
+    n_train, n_test, where = counts
+    val = data.get("val_size") or 0
+    if val >= n_train:
+        raise UserError(
+            "data.val_size",
+            f"{val} leaves no training images: {where} has {n_train} training images",
+            f"use data.val_size < {n_train}",
+        )
+    left = n_train - val
+    subset = data.get("train_subset")
+    if subset is not None and subset > left:
+        raise UserError(
+            "data.train_subset",
+            f"{subset} is more than the {left} training images left after data.val_size={val} ({where})",
+            f"use data.train_subset <= {left}, or null for all of them",
+        )
+    for option, value in (
+        ("data.test_subset", data.get("test_subset")),
+        ("eval.test_subset", (c.get("eval") or {}).get("test_subset")),
+    ):
+        if value is not None and value > n_test:
+            raise UserError(
+                option,
+                f"{value} is more than the {n_test} test images of {where}",
+                f"use {option} <= {n_test}, or null",
+            )
+        if option == "data.test_subset" and value is not None:
+            n_test = value
 
 
 def check_memory(c: dict, image: bool) -> None:
     """Refuse evaluation sizes whose attention matrix (eval batch x heads x N x N
-    float32) alone would take more than ``MEMORY_FRACTION`` of RAM."""
+    float32) alone would take more than ``MEMORY_FRACTION`` of the memory this process may use
+    (:func:`vitpos.runtime.memory_limit`: RAM, ``ulimit -v``, the cgroup limit)."""
     heads = c["model"].get("num_heads", 1)
     batch = c["data"].get("eval_batch_size") or c["data"].get("batch_size") or 1
-    budget = MEMORY_FRACTION * available_memory()
+    budget = MEMORY_FRACTION * memory_limit()
     if image:
         patch, option, sizes = c["model"]["patch_size"], "eval.resolutions", c.get("eval", {}).get("resolutions")
         sizes = [c["data"]["img_size"], *(sizes or [])]
@@ -237,8 +301,8 @@ def check_memory(c: dict, image: bool) -> None:
             raise UserError(
                 name,
                 f"size {size} needs about {need / 2**30:.0f} GiB for one attention matrix of an evaluation "
-                f"batch ({batch} x {heads} heads x {n}^2 tokens), more than {MEMORY_FRACTION:.0%} of this machine's "
-                f"{available_memory() / 2**30:.0f} GiB",
+                f"batch ({batch} x {heads} heads x {n}^2 tokens), more than {MEMORY_FRACTION:.0%} of the "
+                f"{memory_limit() / 2**30:.0f} GiB this process may use (RAM, ulimit -v, cgroup limit)",
                 "use smaller sizes, or a smaller data.eval_batch_size",
             )
 

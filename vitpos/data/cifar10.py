@@ -20,22 +20,13 @@ from pathlib import Path
 import torch
 from torchvision.io import ImageReadMode, decode_image, read_file
 
+from vitpos.errors import DataError, DatasetNotFoundError  # noqa: F401  (raised here, imported from here by callers)
+
 from . import tensor_cache
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
-
-
-class DatasetNotFoundError(RuntimeError):
-    """CIFAR-10 is neither on disk nor downloadable; the message lists the ways out."""
-
-
-class DataError(DatasetNotFoundError):
-    """The data on disk cannot be used as it is: a missing, extra or empty class folder, images
-    that fail to decode or have the wrong size, ``data.root`` naming a file. The message names
-    the paths and the fix. A DatasetNotFoundError, so every entry point that prints those
-    without a traceback prints these too."""
 
 
 def load_official(root: str | Path, train: bool, download: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,8 +47,7 @@ def load_official(root: str | Path, train: bool, download: bool = True) -> tuple
             f"({type(err).__name__}: {err}).\nWays out:\n"
             f"  1. place the official archive cifar-10-python.tar.gz in {root.resolve()} and run again;\n"
             "  2. use an ImageFolder copy: data.format=imagefolder data.root=DIR "
-            "(DIR holds train/<class>/*.jpg and test/<class>/*.jpg; this workplace has one in "
-            "../shared/datasets, unpack it with ../shared/datasets/unpack-cifar10.sh data);\n"
+            "(DIR holds train/<class>/*.jpg and test/<class>/*.jpg; the README says where to get one);\n"
             "  3. use the offline generated data set: data=shapes"
         ) from None
     images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()  # (N, 3, 32, 32)
@@ -91,7 +81,7 @@ def _list_images(root: Path, split: str) -> list[tuple[str, int]]:
         raise DataError(
             f"data.root={root} has no {split}/ folder ({LAYOUT}).\n"
             "Point data.root at the folder that holds train/ and test/ "
-            "(../shared/datasets/unpack-cifar10.sh data prints it), or use data=shapes offline."
+            "(an ImageFolder copy of CIFAR-10: see the README), or use data=shapes offline."
         )
     with os.scandir(split_dir) as it:
         found = sorted(e.name for e in it if e.is_dir() and not _hidden(e.name))
@@ -102,7 +92,7 @@ def _list_images(root: Path, split: str) -> list[tuple[str, int]]:
             f"{split_dir} should hold one folder per CIFAR-10 class ({', '.join(CLASSES)}); "
             f"missing: {', '.join(missing) or 'none'}; unexpected: {', '.join(extra) or 'none'}.\n"
             "Point data.root at the folder that holds train/ and test/ "
-            "(../shared/datasets/unpack-cifar10.sh data prints it), or use data=shapes offline."
+            "(an ImageFolder copy of CIFAR-10: see the README), or use data=shapes offline."
         )
     files, ignored, empty = [], [], []
     for label, name in enumerate(CLASSES):
@@ -167,8 +157,8 @@ def load_imagefolder(
         )
     if not root.is_dir():
         raise DatasetNotFoundError(
-            f"data.root={root} does not exist. Unpack the CIFAR-10 copy with "
-            "`bash ../shared/datasets/unpack-cifar10.sh data` and pass the folder it prints, or use data=shapes."
+            f"data.root={root} does not exist. Point it at an ImageFolder copy of CIFAR-10 "
+            "(DIR/train/<class>/*.jpg, DIR/test/<class>/*.jpg; the README says where to get one), or use data=shapes."
         )
     files = _list_images(root, split)
     fingerprint = _fingerprint(files)

@@ -19,13 +19,13 @@ on wrong pixels:
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
 import torch
+
+from vitpos.files import atomic_path
 
 FORMAT = 2  # 1: {"fingerprint", "images", "labels"} written in place, without a checksum
 STALE_TMP_S = 600  # a temporary file untouched this long belongs to a killed writer
@@ -72,28 +72,17 @@ def load(path: Path, fingerprint: str) -> dict[str, torch.Tensor] | None:
 def save(path: Path, fingerprint: str, tensors: dict[str, torch.Tensor]) -> None:
     """Write ``tensors`` to ``path`` atomically with their checksum; warn (not fail) if impossible."""
     payload = {"format": FORMAT, "fingerprint": fingerprint, "sha256": checksum(tensors), "tensors": tensors}
-    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_tmp(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
-        os.close(fd)
-        torch.save(payload, tmp)  # by name: torch's own writer, faster than through a Python file object
-        # no fsync: should a power cut leave the renamed file hollow, its checksum catches it
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the data folder may be shared
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:  # no fsync: should a power cut leave the file hollow, its checksum catches it
+            torch.save(payload, tmp)  # by name: torch's own writer, faster than through a Python file object
     except OSError as err:  # read-only folder, disk full: the run goes on, the next one decodes again
         warnings.warn(
             f"could not write the decoded-data cache {path} ({err}); the next run will decode the images again",
             RuntimeWarning,
             stacklevel=2,
         )
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-    except BaseException:  # interrupted: leave no temporary file behind
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _remove_stale_tmp(path: Path) -> None:

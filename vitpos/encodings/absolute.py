@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from .base import EncodingContext, Grid, PositionalEncoding, register
+from .base import EncodingContext, Grid, PositionalEncoding, check_choice, register
 from .functional import resample_axis_bicubic, resample_table_1d, resample_table_2d
 
 ANTIALIAS_MODES = ("shrink", "always")
@@ -44,12 +44,7 @@ class _ResizableTable(PositionalEncoding):
 
     def __init__(self, ctx: EncodingContext, strategy: str | None = None, antialias: str = "shrink"):
         super().__init__(ctx, strategy)
-        if antialias not in ANTIALIAS_MODES:
-            raise ValueError(
-                f"unknown antialias '{antialias}' for encoding '{self.name}'; "
-                f"valid: {', '.join(ANTIALIAS_MODES)} (encoding.antialias=...)"
-            )
-        self.antialias = antialias
+        self.antialias = check_choice(self.name, "antialias", antialias, ANTIALIAS_MODES)
 
     def _antialias(self, grid: Grid) -> bool:
         """Whether resizing the trained table to ``grid`` antialiases (both axes alike)."""

@@ -12,10 +12,23 @@ Every encoding is a :class:`PositionalEncoding` registered by name. It may act
 Every hook receives the token ``grid``: ``(n,)`` for sequences, ``(h, w)`` for
 images. An encoding meeting a grid it was not trained on either handles it by
 its named ``strategy`` or raises an error that names the option to change.
+
+Each class declares what it accepts, so that a config checker (or a user) can
+ask it instead of knowing it: :meth:`PositionalEncoding.option_names` (its
+keyword options), ``strategies`` and ``strategy_aliases``
+(:meth:`PositionalEncoding.valid_strategies`). Bad values raise
+:class:`OptionError`, which names the option as ``encoding.<name>``.
+
+This package imports torch and itself only: copy the folder into another
+project and ``create_encoding("rope_2d", dim=64, num_heads=4, grid=(8, 8))``.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -39,6 +52,37 @@ def cached_table(cache: dict, key: tuple, build) -> torch.Tensor:
     return table
 
 
+class OptionError(ValueError):
+    """A bad encoding option. ``option`` names it as a config key
+    (``encoding.base``); the message says what was wrong, what is allowed and
+    how to fix it."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+
+def check_choice(encoding: str, option: str, value, valid: Sequence[str]):
+    """``value`` if it is one of ``valid``, else an :class:`OptionError` listing them."""
+    if value not in valid:
+        raise OptionError(
+            f"encoding.{option}",
+            f"unknown {option} '{value}' for encoding '{encoding}'; valid: {', '.join(valid)} (encoding.{option}=...)",
+        )
+    return value
+
+
+def check_positive(option: str, value, fix: str, allow_none: bool = False):
+    """``value`` if it is a finite number > 0 (or None with ``allow_none``),
+    else an :class:`OptionError` naming ``encoding.<option>`` and the ``fix``."""
+    if value is None and allow_none:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+        rule = "must be > 0 or null" if allow_none else "must be a finite number > 0"
+        raise OptionError(f"encoding.{option}", f"encoding.{option} {rule}, got {value!r} ({fix})")
+    return value
+
+
 @dataclass(frozen=True)
 class EncodingContext:
     """The geometry of the model an encoding is built for."""
@@ -60,6 +104,8 @@ class PositionalEncoding(nn.Module):
     name: ClassVar[str] = "base"
     #: strategies for grids other than the training grid; the first is the default.
     strategies: ClassVar[tuple[str, ...]] = ("none",)
+    #: other names accepted for a strategy: alias -> one of ``strategies``.
+    strategy_aliases: ClassVar[dict[str, str]] = {}
     #: grid dimensionalities this encoding supports (1 = sequences, 2 = images).
     grid_dims: ClassVar[tuple[int, ...]] = (1, 2)
 
@@ -77,19 +123,60 @@ class PositionalEncoding(nn.Module):
         self.num_prefix_tokens = ctx.num_prefix_tokens
         self.strategy = strategy or self.strategies[0]
 
-    # ------------------------------------------------------------------ strategy
+    # ------------------------------------------------- declared options, strategy
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The keyword options the class takes (sorted), following ``**kw`` up
+        its bases; ``ctx`` is the geometry, not an option."""
+        names: set[str] = set()
+        for klass in cls.__mro__:
+            if "__init__" not in vars(klass):
+                continue
+            params = inspect.signature(vars(klass)["__init__"]).parameters.values()
+            keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+            names |= {p.name for p in params if p.kind in keyword and p.name not in ("self", "ctx")}
+            if not any(p.kind is p.VAR_KEYWORD for p in params):
+                break
+        return sorted(names)
+
+    @classmethod
+    def option_default(cls, option: str):
+        """The default value of the keyword option ``option`` (the nearest
+        ``__init__`` up the bases that declares it)."""
+        for klass in cls.__mro__:
+            params = inspect.signature(vars(klass)["__init__"]).parameters if "__init__" in vars(klass) else {}
+            if option in params:
+                return params[option].default
+        raise KeyError(f"encoding '{cls.name}' has no option '{option}'")
+
+    @classmethod
+    def valid_strategies(cls) -> tuple[str, ...]:
+        """Every accepted strategy name: ``strategies``, then their aliases."""
+        aliases = tuple(a for a, s in cls.strategy_aliases.items() if s in cls.strategies and a not in cls.strategies)
+        return tuple(cls.strategies) + aliases
+
+    @classmethod
+    def resolve_strategy(cls, value: str) -> str:
+        """The strategy ``value`` names (aliases resolved), or an :class:`OptionError`
+        listing the valid ones."""
+        value = cls.strategy_aliases.get(value, value)
+        if value not in cls.strategies:
+            aliases = [f"{a} = {s}" for a, s in cls.strategy_aliases.items() if a in cls.valid_strategies()]
+            also = f"; aliases: {', '.join(aliases)}" if aliases else ""
+            raise OptionError(
+                "encoding.strategy",
+                f"unknown strategy '{value}' for encoding '{cls.name}'; "
+                f"valid: {', '.join(cls.strategies)}{also} (set encoding.strategy=...)",
+            )
+        return value
+
     @property
     def strategy(self) -> str:
         return self._strategy
 
     @strategy.setter
     def strategy(self, value: str) -> None:
-        if value not in self.strategies:
-            raise ValueError(
-                f"unknown strategy '{value}' for encoding '{self.name}'; "
-                f"valid: {', '.join(self.strategies)} (set encoding.strategy=...)"
-            )
-        self._strategy = value
+        self._strategy = self.resolve_strategy(value)
 
     # --------------------------------------------------------------------- hooks
     def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
@@ -146,19 +233,47 @@ def get_encoding_class(name: str) -> type[PositionalEncoding]:
     return _REGISTRY[name]
 
 
-def create_encoding(name: str, ctx: EncodingContext, **options) -> PositionalEncoding:
-    """Build the encoding ``name`` for the model geometry ``ctx``.
+def create_encoding(
+    name: str,
+    ctx: EncodingContext | None = None,
+    *,
+    dim: int | None = None,
+    num_heads: int | None = None,
+    grid: Grid | int | None = None,
+    depth: int = 1,
+    num_prefix_tokens: int = 0,
+    **options,
+) -> PositionalEncoding:
+    """Build the encoding ``name`` for a model geometry, with its ``options``.
 
-    Unknown names raise a ``KeyError`` that lists the valid ones; unknown options
-    raise a ``TypeError`` naming the options the encoding takes.
+    The geometry is either ``ctx`` or given directly::
+
+        create_encoding("rope_2d", EncodingContext(dim=64, num_heads=4, depth=1, grid=(8, 8)))
+        create_encoding("rope_2d", dim=64, num_heads=4, grid=(8, 8))  # the same; depth 1, no class token
+        create_encoding("alibi", dim=64, num_heads=4, grid=128)  # a sequence of 128 tokens: grid (128,)
+
+    ``depth`` matters to encodings with per-block parameters (blocks 0 ..
+    depth-1); ``num_prefix_tokens`` counts class tokens in front of the grid.
+    Unknown names raise a ``KeyError`` that lists the valid ones; unknown
+    options raise a ``TypeError`` naming the options the encoding takes.
     """
     cls = get_encoding_class(name)
+    direct = {"dim": dim, "num_heads": num_heads, "grid": grid}
+    if ctx is None:
+        missing = [k for k, v in direct.items() if v is None]
+        if missing:
+            raise TypeError(
+                f"create_encoding('{name}') needs the model geometry: pass an EncodingContext, "
+                f"or dim=, num_heads= and grid= (missing: {', '.join(missing)})"
+            )
+        grid = (grid,) if isinstance(grid, int) else tuple(grid)
+        ctx = EncodingContext(dim, num_heads, depth, grid, num_prefix_tokens)
+    elif any(v is not None for v in direct.values()) or (depth, num_prefix_tokens) != (1, 0):
+        raise TypeError(f"create_encoding('{name}'): pass either an EncodingContext or dim=/num_heads=/grid=, not both")
     try:
         return cls(ctx, **options)
     except TypeError as err:
-        from vitpos.validate import accepted_options  # follows **kw up the class's bases
-
-        params = accepted_options(cls)
+        params = cls.option_names()
         unknown = sorted(set(options) - set(params)) or sorted(options)
         raise TypeError(
             f"unknown options {unknown} for encoding '{name}': {err}; valid options: {', '.join(params)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .base import EncodingContext, PositionalEncoding, create_encoding, register
+from .base import EncodingContext, OptionError, PositionalEncoding, create_encoding, register
 
 
 @register
@@ -25,7 +25,9 @@ class Combination(PositionalEncoding):
         super().__init__(ctx, None)
         options = dict(options or {})
         if len(parts) < 2 or len(set(parts)) != len(parts):
-            raise ValueError(f"combo needs two or more distinct parts, got {list(parts)} (encoding.parts=[a,b])")
+            raise OptionError(
+                "encoding.parts", f"combo needs two or more distinct parts, got {list(parts)} (encoding.parts=[a,b])"
+            )
         self.parts = nn.ModuleList([create_encoding(p, ctx, **dict(options.get(p, {}))) for p in parts])
         if strategy is not None:
             self.strategy = strategy
@@ -42,10 +44,13 @@ class Combination(PositionalEncoding):
             for p, v in zip(self.parts, value.split("+")):
                 p.strategy = v
             return
-        known = [p for p in self.parts if value in p.strategies]
+        known = [p for p in self.parts if value in p.valid_strategies()]
         if not known:
-            valid = sorted({s for p in self.parts for s in p.strategies})
-            raise ValueError(f"no part of combo knows strategy '{value}'; valid: {', '.join(valid)}")
+            valid = sorted({s for p in self.parts for s in p.valid_strategies()})
+            raise OptionError(
+                "encoding.strategy",
+                f"no part of combo knows strategy '{value}'; valid: {', '.join(valid)} (set encoding.strategy=...)",
+            )
         for p in known:
             p.strategy = value
 

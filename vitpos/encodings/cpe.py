@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import EncodingContext, PositionalEncoding, register
+from .base import EncodingContext, OptionError, PositionalEncoding, register
 
 
 @register
@@ -26,7 +26,16 @@ class ConditionalPE(PositionalEncoding):
         blocks = [int(b) for b in blocks]
         bad = [b for b in blocks if not 0 <= b < ctx.depth]
         if bad:
-            raise ValueError(f"cpe blocks {bad} out of range for a model of depth {ctx.depth} (encoding.blocks=...)")
+            raise OptionError(
+                "encoding.blocks",
+                f"cpe blocks {bad} out of range for a model of depth {ctx.depth} (encoding.blocks=...)",
+            )
+        if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
+            raise OptionError(
+                "encoding.kernel_size",
+                f"encoding.kernel_size must be an odd integer >= 1 (the grid keeps its size), got {kernel_size!r} "
+                "(e.g. the default, 3)",
+            )
         self.blocks = blocks
         self.convs = nn.ModuleDict(
             {str(b): nn.Conv2d(ctx.dim, ctx.dim, kernel_size, padding=kernel_size // 2, groups=ctx.dim) for b in blocks}

@@ -44,14 +44,35 @@ def sincos_2d(rows: torch.Tensor, cols: torch.Tensor, dim: int, temperature: flo
     return torch.cat([row_part, col_part], dim=-1).reshape(h * w, dim)  # (h*w, D)
 
 
-def grid_positions(n_new: int, n_train: int, interpolate: bool) -> torch.Tensor:
-    """Integer positions 0..n_new-1, or, with ``interpolate``, those positions
-    scaled so the new grid's extremes land on the training grid's extremes
-    (position interpolation, Chen et al. 2023)."""
-    pos = torch.arange(n_new, dtype=torch.float32)
-    if interpolate and n_new != n_train and n_new > 1:
-        pos = pos * (n_train - 1) / (n_new - 1)
-    return pos
+# ------------------------------------------------------------------ positions
+
+ALIGN_MODES = ("corners", "ratio")
+
+
+def axis_positions(n: int, n_train: int, interpolate: bool, image: bool, align: str = "corners") -> torch.Tensor:
+    """Positions (n,) float32 along one axis of ``n`` tokens trained with ``n_train``.
+
+    ``interpolate`` is position interpolation (Chen et al. 2023). On image
+    axes, for larger and smaller grids alike, ``align`` picks the map:
+    ``corners`` (default) scales by (n_train - 1)/(n - 1) so the new grid's
+    extreme positions land on the trained extremes; ``ratio`` scales by
+    n_train / n (timm's ``ref_feat_shape``, EVA), whose last position falls
+    short of the trained last one. On sequences positions are divided by
+    s = n / n_train (Chen et al.), only when the sequence is longer than in
+    training; ``align`` does not apply.
+    """
+    pos = torch.arange(n, dtype=torch.float32)
+    if not interpolate or n == n_train:
+        return pos
+    if image:
+        return pos * n_train / n if align == "ratio" else pos * (n_train - 1) / max(n - 1, 1)
+    return pos * n_train / n if n > n_train else pos
+
+
+def grid_coords(h: int, w: int, device=None) -> torch.Tensor:
+    """(h*w, 2) float (y, x) coordinates of a row-major patch grid."""
+    ys, xs = torch.meshgrid(torch.arange(h, device=device), torch.arange(w, device=device), indexing="ij")
+    return torch.stack([ys.flatten(), xs.flatten()], -1).float()
 
 
 # ----------------------------------------------------------------- resampling
@@ -112,13 +133,14 @@ def resample_table_2d(
 # ----------------------------------------------------------------------- RoPE
 
 
-def rope_inv_freq(num_pairs: int, base: float, step: int = 2) -> torch.Tensor:
-    """Rotary frequencies base^(-step*i/(step*num_pairs)), i < num_pairs (Su et al., 2021).
+def rope_inv_freq(num_pairs: int, base: float) -> torch.Tensor:
+    """Rotary frequencies base^(-i/num_pairs), i < num_pairs (Su et al., 2021): (num_pairs,) float32.
 
-    With ``step=2`` this is the 1D RoPE spectrum over a head of width 2*num_pairs;
-    the axial 2D form uses step 4 over a head of width 4*num_pairs (RoPE-ViT).
+    Over a head of width Dh this is the 1D RoPE spectrum base^(-2i/Dh) with
+    num_pairs = Dh/2, and the per-axis spectrum base^(-4i/Dh) of axial 2D RoPE
+    (RoPE-ViT) with num_pairs = Dh/4.
     """
-    exponent = torch.arange(num_pairs, dtype=torch.float32) * step / (step * num_pairs)
+    exponent = torch.arange(num_pairs, dtype=torch.float32) / num_pairs
     return base ** (-exponent)
 
 
@@ -203,11 +225,20 @@ def rope_angles_to_complex(angles: torch.Tensor, magnitude: float = 1.0) -> torc
 def apply_rotary(x: torch.Tensor, rot: torch.Tensor, layout: str = "interleaved") -> torch.Tensor:
     """Rotate the channel pairs of x by the unit complex numbers ``rot``.
 
-    x: (..., N, Dh); rot: complex, broadcastable to (..., N, Dh/2). The product
-    is taken in float32 (as DESIGN.md asks for RoPE under autocast) and cast back.
+    x: (..., N, Dh); rot: complex, broadcastable to (..., N, Dh/2). RoPE as
+    RoFormer writes it (Su et al. 2021): a pair (x_2i, x_2i+1) read as the
+    complex number x_2i + i x_2i+1 is multiplied by e^(i m theta_i) (sec. 3.2.1,
+    the 2D case), which is the block-diagonal rotation R_m x of sec. 3.2.2 and
+    the cos/sin form x * cos + rotate(x) * sin of sec. 3.4.2.
+    The product is taken in float32 and cast back, also under bf16 autocast:
+    a bfloat16 angle keeps 8 significant bits, so near position 1000 it is off
+    by up to 2 radians (tests/test_bf16.py checks the float32 path).
     Pairs are (2i, 2i+1) for ``interleaved`` (RoFormer, Meta's LLaMA) or
-    (i, i + Dh/2) for ``half`` (GPT-NeoX, HF "rotate_half"). In eager mode a
-    complex multiply is several times faster on CPU than the rotate-half form.
+    (i, i + Dh/2) for ``half`` (GPT-NeoX, HF "rotate_half"). Why the complex
+    multiply: in eager mode on CPU it is several times faster than the
+    rotate-half form (bench/rope.py, forward + backward on CPU:
+    2.6x a compiled rotate-half at N = 1024, 4-5x timm's and
+    rotary-embedding-torch's rotations at a ViT shape).
     Under ``torch.compile`` the ``half`` layout is written in real arithmetic,
     which inductor fuses into one kernel (1.7x a compiled textbook rotate-half,
     where the complex form with its two layout copies is 0.8x); the interleaved

@@ -22,7 +22,7 @@ each axis is scaled on its own, s = new / trained size of that axis):
 ``scale`` fixes s for ``interpolate``/``ntk``/``yarn``; by default s is the
 ratio of the current grid to the training grid, and s <= 1 leaves NTK and
 YaRN as plain RoPE. ``align`` sets how ``interpolate`` maps image axes (see
-:func:`vitpos.encodings.sincos.axis_positions`).
+:func:`vitpos.encodings.functional.axis_positions`).
 
 The YaRN factor multiplies q and k of *every* token, prefix tokens included,
 so all logits share one temperature: on the grid tokens it rides in the cached
@@ -37,15 +37,24 @@ import torch
 from torch import nn
 
 from . import functional as fn
-from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
-from .sincos import axis_positions, check_align
+from .base import (
+    EncodingContext,
+    Grid,
+    OptionError,
+    PositionalEncoding,
+    cached_table,
+    check_choice,
+    check_positive,
+    register,
+)
+from .functional import ALIGN_MODES, axis_positions
 
 ROPE_STRATEGIES = ("extrapolate", "interpolate", "ntk", "dynamic", "yarn")
-_ALIASES = {"linear": "interpolate"}
 
 
 class _RotaryBase(PositionalEncoding):
     strategies = ROPE_STRATEGIES
+    strategy_aliases = {"linear": "interpolate"}  # HF's rope_type "linear" is position interpolation
     rot_axes = 1  # how many grid axes the frequencies are split over
 
     def __init__(
@@ -60,7 +69,7 @@ class _RotaryBase(PositionalEncoding):
         yarn_ramp: str = "index",
         align: str = "corners",
     ):
-        super().__init__(ctx, _ALIASES.get(strategy, strategy))
+        super().__init__(ctx, strategy)
         need = 2 * self.rot_axes
         if ctx.head_dim % need or ctx.dim % ctx.num_heads:
             raise ValueError(
@@ -68,20 +77,29 @@ class _RotaryBase(PositionalEncoding):
                 f"{ctx.dim}/{ctx.num_heads}) that is a multiple of {need}; change model.dim or model.num_heads"
             )
         if layout not in ("interleaved", "half"):
-            raise ValueError(f"unknown RoPE layout '{layout}'; valid: interleaved, half (encoding.layout=...)")
+            raise OptionError(
+                "encoding.layout", f"unknown RoPE layout '{layout}'; valid: interleaved, half (encoding.layout=...)"
+            )
+        check_positive("base", base, f"e.g. the default of {self.name}, {self.option_default('base')}")
+        check_positive("scale", scale, "null: new size / training size", allow_none=True)
         self.base, self.scale, self.layout = base, scale, layout
         if yarn_ramp not in fn.YARN_RAMPS:
-            raise ValueError(
+            raise OptionError(
+                "encoding.yarn_ramp",
                 f"unknown yarn_ramp '{yarn_ramp}'; valid: index (the authors' code and HF, default), "
-                "turns (the paper's equations); set encoding.yarn_ramp=..."
+                "turns (the paper's equations); set encoding.yarn_ramp=...",
+            )
+        check_positive("beta_slow", beta_slow, "e.g. the default, 1")
+        check_positive("beta_fast", beta_fast, "e.g. the default, 32")
+        if beta_fast <= beta_slow:
+            raise OptionError(
+                "encoding.beta_fast",
+                f"encoding.beta_fast ({beta_fast}) must be above encoding.beta_slow ({beta_slow}) "
+                "(the defaults are 32 and 1)",
             )
         self.beta_fast, self.beta_slow, self.yarn_ramp = beta_fast, beta_slow, yarn_ramp
-        self.align = check_align(align, self.name)
+        self.align = check_choice(self.name, "align", align, ALIGN_MODES)
         self._cache: dict[tuple, torch.Tensor] = {}
-
-    @PositionalEncoding.strategy.setter
-    def strategy(self, value: str) -> None:
-        PositionalEncoding.strategy.fset(self, _ALIASES.get(value, value))
 
     # -------------------------------------------------------------- per axis
     def axis_scale(self, n: int, n_train: int) -> float:
@@ -171,7 +189,7 @@ class RoPE2D(_RotaryBase):
 
     def build_rotation(self, grid: Grid) -> torch.Tensor:
         (h, w), (ht, wt) = grid, self.train_grid
-        inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 4, self.base, step=4)  # (Dh/4,)
+        inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 4, self.base)  # (Dh/4,): base^(-4i/Dh)
         ang_x = self.axis_angles(w, wt, inv_freq, image=True)  # (w, Dh/4)
         ang_y = self.axis_angles(h, ht, inv_freq, image=True)  # (h, Dh/4)
         angles = torch.cat([ang_x[None, :, :].expand(h, w, -1), ang_y[:, None, :].expand(h, w, -1)], dim=-1).reshape(
@@ -233,7 +251,7 @@ class RoPE2DMixed(_LearnedFrequencies):
 
     def __init__(self, ctx: EncodingContext, strategy: str | None = None, base: float = 10.0, **kw):
         super().__init__(ctx, strategy, base=base, **kw)
-        mag = fn.rope_inv_freq(ctx.head_dim // 4, base, step=4)  # (Dh/4,)
+        mag = fn.rope_inv_freq(ctx.head_dim // 4, base)  # (Dh/4,): base^(-4i/Dh)
         theta = torch.rand(ctx.depth, ctx.num_heads, 1) * 2 * math.pi  # (depth, H, 1)
         fx = torch.cat([mag * torch.cos(theta), mag * torch.cos(theta + math.pi / 2)], -1)
         fy = torch.cat([mag * torch.sin(theta), mag * torch.sin(theta + math.pi / 2)], -1)

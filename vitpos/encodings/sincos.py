@@ -6,38 +6,8 @@ import math
 
 import torch
 
-from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
-from .functional import sincos_1d, sincos_2d
-
-ALIGN_MODES = ("corners", "ratio")
-
-
-def check_align(align: str, name: str) -> str:
-    if align not in ALIGN_MODES:
-        raise ValueError(
-            f"unknown align '{align}' for encoding '{name}'; valid: {', '.join(ALIGN_MODES)} (encoding.align=...)"
-        )
-    return align
-
-
-def axis_positions(n: int, n_train: int, interpolate: bool, image: bool, align: str = "corners") -> torch.Tensor:
-    """Positions along one axis of ``n`` tokens trained with ``n_train``.
-
-    ``interpolate`` is position interpolation (Chen et al. 2023). On image
-    axes, for larger and smaller grids alike, ``align`` picks the map:
-    ``corners`` (default) scales by (n_train - 1)/(n - 1) so the new grid's
-    extreme positions land on the trained extremes; ``ratio`` scales by
-    n_train / n (timm's ``ref_feat_shape``, EVA), whose last position falls
-    short of the trained last one. On sequences positions are divided by
-    s = n / n_train (Chen et al.), only when the sequence is longer than in
-    training; ``align`` does not apply.
-    """
-    pos = torch.arange(n, dtype=torch.float32)
-    if not interpolate or n == n_train:
-        return pos
-    if image:
-        return pos * n_train / n if align == "ratio" else pos * (n_train - 1) / max(n - 1, 1)
-    return pos * n_train / n if n > n_train else pos
+from .base import EncodingContext, Grid, PositionalEncoding, cached_table, check_choice, check_positive, register
+from .functional import ALIGN_MODES, axis_positions, sincos_1d, sincos_2d
 
 
 class _FixedTable(PositionalEncoding):
@@ -46,7 +16,7 @@ class _FixedTable(PositionalEncoding):
     Strategies: ``extrapolate`` (default) computes the formula at the new
     integer positions; ``interpolate`` scales positions into the trained range.
     ``align`` (image axes): how ``interpolate`` maps positions, see
-    :func:`axis_positions`. The table is derived state, never stored in a
+    :func:`functional.axis_positions`. The table is derived state, never stored in a
     checkpoint.
     """
 
@@ -56,8 +26,10 @@ class _FixedTable(PositionalEncoding):
         self, ctx: EncodingContext, strategy: str | None = None, temperature: float = 10000.0, align: str = "corners"
     ):
         super().__init__(ctx, strategy)
-        self.temperature = temperature
-        self.align = check_align(align, self.name)
+        self.temperature = check_positive(
+            "temperature", temperature, f"e.g. the default, {self.option_default('temperature')}"
+        )
+        self.align = check_choice(self.name, "align", align, ALIGN_MODES)
         self._cache: dict[tuple, torch.Tensor] = {}
 
     def build(self, grid: Grid) -> torch.Tensor:

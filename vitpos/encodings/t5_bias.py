@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
+from .base import EncodingContext, Grid, OptionError, PositionalEncoding, cached_table, register
 
 
 def t5_relative_bucket(
@@ -82,7 +82,12 @@ class T5RelativeBias1D(PositionalEncoding):
         init_std: float = 0.02,
     ):
         super().__init__(ctx, strategy)
-        t5_relative_bucket(torch.zeros(1), num_buckets, max_distance, bidirectional)  # validate early
+        try:
+            t5_relative_bucket(torch.zeros(1), num_buckets, max_distance, bidirectional)  # validate early
+        except ValueError as err:
+            raise OptionError(
+                "encoding.num_buckets", f"{err} (set encoding.num_buckets=... and encoding.max_distance=...)"
+            ) from None
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bidirectional, self.shared = bidirectional, shared
         tables = 1 if shared else ctx.depth

@@ -1,26 +1,31 @@
-"""AdamW with decoupled weight decay groups, and linear warmup + cosine decay."""
+"""AdamW with decoupled weight decay groups (split by timm), and linear warmup + cosine decay."""
 
 from __future__ import annotations
 
 import math
 
 import torch
+from timm.optim import param_groups_weight_decay
 from torch import nn
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two groups: decayed weights, and everything that should not decay:
-    norms and biases (ndim <= 1) and whatever ``model.no_weight_decay()`` names
-    (position tables, RoPE frequencies, the class token), as in timm."""
-    skip = model.no_weight_decay() if hasattr(model, "no_weight_decay") else set()
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (no_decay if p.ndim <= 1 or name in skip else decay).append(p)
+    """``[decayed weights, everything else]``, split by timm's rule
+    (``param_groups_weight_decay``): no decay for norms and biases (ndim <= 1)
+    and for the names ``model.no_weight_decay()`` returns (position tables,
+    RoPE frequencies, the class token).
+
+    timm returns the no-decay group first, and a single group when
+    ``weight_decay`` is 0. Here the two groups always come in this order, so the
+    LR monitor's ``pg1``/``pg2`` and the optimizer state in a checkpoint keep
+    their meaning for every ``optim.weight_decay`` (tests/test_optim.py)."""
+    skip = model.no_weight_decay() if hasattr(model, "no_weight_decay") else ()
+    # weight_decay=1.0 only makes timm split; the real values are set below
+    split = param_groups_weight_decay(model, weight_decay=1.0, no_weight_decay_list=skip)
+    params = {group["weight_decay"] > 0: group["params"] for group in split}
     return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        {"params": params.get(True, []), "weight_decay": weight_decay},
+        {"params": params.get(False, []), "weight_decay": 0.0},
     ]
 
 
@@ -54,8 +59,15 @@ def build_optimizer(
 
 
 def warmup_cosine(total_steps: int, warmup_steps: int, min_lr_ratio: float = 0.0):
-    """Multiplier of the base learning rate at each step: linear warmup from
-    ~0 to 1 over ``warmup_steps``, then cosine decay to ``min_lr_ratio``."""
+    """Multiplier of the base learning rate at each step: linear warmup
+    ``(step + 1) / warmup_steps``, reaching 1 at step ``warmup_steps - 1``, then
+    cosine decay from 1 to ``min_lr_ratio`` at ``total_steps`` (and after).
+
+    Why not timm's ``CosineLRScheduler`` (``warmup_t``, ``warmup_lr_init``,
+    ``lr_min``, ``t_in_epochs=False``): its cosine is this one (to rounding),
+    but its warmup rises from ``warmup_lr_init`` at step 0 to the full rate at
+    step ``warmup_t``, one step later than here, and no ``warmup_lr_init``
+    gives this line; every run's numbers would change (tests/test_optim.py)."""
     total_steps = max(total_steps, 1)
     warmup_steps = min(warmup_steps, total_steps - 1) if total_steps > 1 else 0
 

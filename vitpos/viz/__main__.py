@@ -1,88 +1,123 @@
-"""Write every picture of a model as PNG files.
+"""``python -m vitpos.viz``: write every picture of a model as PNG files.
 
-usage: python -m vitpos.viz ckpt=PATH [out=viz] [n_images=4] [blocks=all|0,5] [data_root=DIR] [seed=0]
-       python -m vitpos.viz encoding=NAME [out=viz] [img_size=32] [patch_size=4] [dim=192] [depth=6]
-                            [num_heads=3] [pool=gap|cls]
-
-    python -m vitpos.viz ckpt=runs/shapes/sincos_2d/seed0/checkpoints/last.ckpt out=viz/
-    python -m vitpos.viz encoding=rope_2d_mixed out=viz/     # a freshly initialized ViT
-
-``ckpt`` is a ``last.ckpt`` (or any ``.ckpt``) written by a vitpos training
-run, image or sequence; it is loaded with ``weights_only=True``, so a file that
-needs arbitrary Python objects is refused. Image checkpoints get the encoding
-pictures on their patch grid, attention maps and the mean attention distance
-(``attn_distance.csv``), drawn on test images of the checkpoint's data when
-they can be loaded (``data_root=`` overrides its ``data.root``), else on random
-images, and the run says which. Sequence checkpoints get the 1D pictures of
-their encoding on the training length: similarity of the position table,
-RoPE logit vs offset, ALiBi / relative (T5) bias vs offset; encodings without
-any (``none``) write no picture and say so. Arguments are ``key=value`` pairs.
+The options and the ``--help`` text are :class:`VizOptions`.
 """
 
 from __future__ import annotations
 
-import sys
+import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib.image
 import torch
 
-from vitpos.cli import parse_args as parse_key_values
-from vitpos.validate import UserError
+from vitpos.cli import expand_paths, option, parse_options, run_main
+from vitpos.errors import UserError
+from vitpos.tasks.build import from_checkpoint
 
 from .attention import attention_distance_data
 from .pictures import pictures_for
 
-DEFAULTS = {
-    "ckpt": None,  # a checkpoint to draw; or
-    "encoding": None,  # an encoding name to draw on a fresh VisionTransformer
-    "out": "viz",
-    "n_images": "4",
-    "blocks": "all",  # blocks shown by the RoPE and bias pictures: all, or e.g. 0,5
-    "seed": "0",
-    "data_root": None,  # where the test images are, overriding the checkpoint's data.root
-    "img_size": "32",  # fresh model only
-    "patch_size": "4",
-    "dim": "192",
-    "depth": "6",
-    "num_heads": "3",
-    "pool": "gap",
-}
+#: what viz writes into out=: one <tag>.png per picture (tags pos/..., attn/...) and the distance table
+WRITTEN = ("pos_*.png", "attn_*.png", "attn_distance.csv")
 
 
-def parse_args(argv: list[str]) -> dict:
-    args = parse_key_values(argv, DEFAULTS, usage=__doc__)
-    if (args["ckpt"] is None) == (args["encoding"] is None):
+@dataclass
+class VizOptions:
+    """Write every picture of a model as PNG files: its positional encoding (position similarity,
+    RoPE logit vs offset, attention bias vs offset), attention maps and the mean attention
+    distance per block and head (attn_distance.csv).
+
+    ckpt= is a checkpoint written by train.py, image or sequence:
+    runs/<group>/<model>/<label>-<hash>/seed<k>/checkpoints/last.ckpt, or a folder holding
+    one. A glob pattern is expanded by the tool itself (bash does not expand patterns inside
+    key=value); a pattern that matches nothing is refused, and when ckpt= matches several
+    checkpoints the newest is drawn and the others are listed. Checkpoints are loaded with
+    weights_only=True: a file that needs arbitrary Python objects is refused. Image
+    checkpoints get their pictures on their patch grid, with attention drawn on test images of
+    the checkpoint's data when they can be loaded (data_root= overrides its data.root), else
+    on random images, and the run says which. Sequence checkpoints get the 1D pictures of
+    their encoding on the training length. With encoding= instead of ckpt=, a freshly
+    initialized ViT of that encoding is drawn (img_size=, patch_size=, dim=, depth=,
+    num_heads=, pool= shape it). The pictures of an earlier viz run in out= (pos_*.png,
+    attn_*.png, attn_distance.csv) are removed first, and the run says so.
+
+    Examples:
+      python -m vitpos.viz ckpt=runs/shapes/vit_micro/sincos_2d-*/seed0/checkpoints/last.ckpt out=viz
+      python -m vitpos.viz encoding=rope_2d_mixed out=viz/rope_2d_mixed
+    """
+
+    ckpt: str | None = option(
+        None, "the checkpoint to draw: a .ckpt file, a run folder or a glob pattern", metavar="PATH"
+    )
+    encoding: str | None = option(None, "or: an encoding to draw on a freshly initialized ViT", metavar="NAME")
+    out: str = option("viz", "the folder for the pictures", metavar="DIR")
+    n_images: int = option(4, "images in the attention maps")
+    blocks: Any = option("all", "blocks shown by the RoPE and bias pictures: all, or a list", metavar="all|[INT,...]",
+                         example="[0,5]")  # fmt: skip
+    seed: int = option(0, "seed of the random images and of a fresh model")
+    data_root: str | None = option(None, "where the test images are", metavar="DIR",
+                                   default_text="the checkpoint's data.root")  # fmt: skip
+    img_size: int = option(32, "fresh model: image size in pixels")
+    patch_size: int = option(4, "fresh model: patch size in pixels")
+    dim: int = option(192, "fresh model: width")
+    depth: int = option(6, "fresh model: blocks")
+    num_heads: int = option(3, "fresh model: attention heads")
+    pool: str = option("gap", "fresh model: pooling", choices=["gap", "cls"])
+
+
+def parse_args(argv: list[str] | None) -> VizOptions:
+    args = parse_options(
+        argv, VizOptions, prog="python -m vitpos.viz", usage="ckpt=PATH | encoding=NAME [key=value ...]"
+    )
+    if (args.ckpt is None) == (args.encoding is None):
         raise UserError("ckpt/encoding", "give exactly one of ckpt=PATH or encoding=NAME", "--help for the usage")
+    if args.ckpt is not None:
+        args.ckpt = str(newest_checkpoint(args.ckpt))
     return args
 
 
-def load_model(args: dict[str, str]) -> tuple[torch.nn.Module, dict]:
+def newest_checkpoint(pattern: str) -> Path:
+    """The one checkpoint ``ckpt=`` names: a file, a run folder (its ``last.ckpt``) or a glob pattern;
+    of several matches, the newest (and say so)."""
+    paths = []
+    for p in expand_paths("ckpt", [pattern]):
+        found = sorted(p.rglob("last.ckpt")) if p.is_dir() else [p]
+        if not found:
+            raise UserError(f"ckpt={p}", "no last.ckpt in this folder", "pass a .ckpt file or a run folder")
+        paths += found
+    if len(paths) > 1:
+        paths.sort(key=lambda p: os.path.getmtime(p), reverse=True)
+        others = "\n".join(f"  {p}" for p in paths[1:])
+        print(f"ckpt={pattern} matches {len(paths)} checkpoints; drawing the newest, {paths[0]}; not drawn:\n{others}")
+    return paths[0]
+
+
+def clear_pictures(out: Path) -> None:
+    """Remove what an earlier viz run wrote into ``out`` (only the names viz writes), so that no picture
+    of another model is left next to the new ones."""
+    old = sorted({p for pattern in WRITTEN for p in out.glob(pattern) if p.is_file()}) if out.is_dir() else []
+    for p in old:
+        p.unlink()
+    if old:
+        print(f"removed {len(old)} file(s) of an earlier viz run from {out}: {', '.join(p.name for p in old)}")
+
+
+def load_model(args: VizOptions) -> tuple[torch.nn.Module, dict]:
     """The model (a VisionTransformer or a SequenceTransformer), and the config it
     was trained with ({} for a fresh model)."""
-    if args["ckpt"] is None:
+    if args.ckpt is None:
         from vitpos.models import VisionTransformer
 
         keys = ("img_size", "patch_size", "dim", "depth", "num_heads")
         try:
-            model = VisionTransformer(args["encoding"], pool=args["pool"], **{k: int(args[k]) for k in keys})
+            model = VisionTransformer(args.encoding, pool=args.pool, **{k: getattr(args, k) for k in keys})
         except (KeyError, TypeError, ValueError) as err:  # unknown name, options or geometry: the user's input
-            raise UserError(f"encoding={args['encoding']}", str(err.args[0] if err.args else err)) from None
+            raise UserError(f"encoding={args.encoding}", str(err.args[0] if err.args else err)) from None
         return model, {}
-    from vitpos.safe_load import CheckpointError, load_checkpoint, task_kind
-
-    checkpoint = load_checkpoint(args["ckpt"])  # weights_only=True; CheckpointError names the file
-    cfg = dict(checkpoint["hyper_parameters"]["cfg"])  # the module's own config, as it was saved
-    if task_kind(cfg) == "len":
-        from vitpos.tasks.sequence import SequenceTask as Task
-    else:
-        from vitpos.tasks.classification import ImageClassifier as Task
-    module = Task(cfg)
-    try:
-        module.load_state_dict(checkpoint["state_dict"])
-    except RuntimeError as err:
-        msg = f"ckpt={args['ckpt']}: its weights do not fit the model its config describes: {err}"
-        raise CheckpointError(msg) from None
+    module, _, cfg = from_checkpoint(args.ckpt)  # weights_only=True; CheckpointError names the file
     return module.model, cfg
 
 
@@ -110,6 +145,15 @@ def load_images(cfg: dict, n: int, seed: int) -> tuple[torch.Tensor, str]:
     return torch.randn(n, 3, size, size, generator=gen), f"{n} random images, as {reason}"
 
 
+def save_pictures(pictures: dict, out: Path) -> None:
+    """One ``<tag>.png`` per picture (``pos/rope_logit`` -> ``pos_rope_logit.png``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for tag, img in pictures.items():
+        path = out / f"{tag.replace('/', '_')}.png"
+        matplotlib.image.imsave(path, img)
+        print(f"wrote {path}")
+
+
 def write_sequence_pictures(model, blocks: tuple[int, ...], out: Path) -> int:
     """The encoding pictures of a sequence model on its training length (1D grid)."""
     pictures = pictures_for(model, blocks=blocks)
@@ -121,38 +165,42 @@ def write_sequence_pictures(model, blocks: tuple[int, ...], out: Path) -> int:
             "offset (alibi, rel_bias_1d)"
         )
         return 0
-    out.mkdir(parents=True, exist_ok=True)
-    for tag, img in pictures.items():
-        path = out / f"{tag.replace('/', '_')}.png"
-        matplotlib.image.imsave(path, img)
-        print(f"wrote {path}")
+    save_pictures(pictures, out)
     return 0
 
 
+def block_list(blocks, depth: int) -> list[int]:
+    """``blocks=all``, ``blocks=[0,5]`` (or ``0,5``, ``3``) -> block indices, each checked against ``depth``."""
+    if blocks == "all":
+        return list(range(depth))
+    items = blocks if isinstance(blocks, list) else str(blocks).strip("()[]").split(",")
+    try:
+        chosen = [int(b) for b in items]
+    except ValueError:
+        chosen = []
+    if not chosen or any(not 0 <= b < depth for b in chosen):
+        raise UserError(f"blocks={blocks}", f"the model has blocks 0..{depth - 1}", "pass blocks=all or [0,1]")
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    torch.manual_seed(int(args["seed"]))
+    args = parse_args(argv)
+    torch.manual_seed(args.seed)
     model, cfg = load_model(args)
-    if args["data_root"] is not None:
-        cfg = {**cfg, "data": {**(cfg.get("data") or {}), "root": args["data_root"]}}
+    if args.data_root is not None:
+        cfg = {**cfg, "data": {**(cfg.get("data") or {}), "root": args.data_root}}
     model.eval()
-    depth = len(model.encoder.blocks)
-    blocks = range(depth) if args["blocks"] == "all" else [int(b) for b in str(args["blocks"]).strip("()[]").split(",")]
-    if any(not 0 <= b < depth for b in blocks):
-        raise UserError(f"blocks={args['blocks']}", f"the model has blocks 0..{depth - 1}", "pass blocks=all or 0,1")
-    out = Path(args["out"])
+    blocks = tuple(block_list(args.blocks, len(model.encoder.blocks)))
+    out = Path(args.out)
+    clear_pictures(out)
     if not hasattr(model, "grid_for"):  # a sequence model: the 1D pictures of its encoding, no images
-        return write_sequence_pictures(model, tuple(blocks), out)
+        return write_sequence_pictures(model, blocks, out)
     img_size = model.patch_size * model.pos.train_grid[0]
-    images, source = load_images(cfg, int(args["n_images"]), int(args["seed"]))
+    images, source = load_images(cfg, args.n_images, args.seed)
     if images.shape[-1] != img_size:
         images = torch.nn.functional.interpolate(images, size=(img_size, img_size), mode="bicubic")
     print(f"encoding {model.pos.name}; attention drawn on {source}")
-    out.mkdir(parents=True, exist_ok=True)
-    for tag, img in pictures_for(model, images, blocks=tuple(blocks), n_images=len(images)).items():
-        path = out / f"{tag.replace('/', '_')}.png"
-        matplotlib.image.imsave(path, img)
-        print(f"wrote {path}")
+    save_pictures(pictures_for(model, images, blocks=blocks, n_images=len(images)), out)
     dist = attention_distance_data(model, images)  # (depth, H)
     lines = ["block," + ",".join(f"head{h}" for h in range(dist.shape[1]))]
     lines += [f"{b}," + ",".join(f"{d:.4f}" for d in row) for b, row in enumerate(dist)]
@@ -162,6 +210,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from vitpos.cli import run_main
-
     run_main(main)  # a user error (bad option, unsafe or corrupt checkpoint): one line, exit 2

@@ -10,14 +10,18 @@ never opened.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import yaml
+from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from vitpos.run.identity import run_dir
+from vitpos.run.status import read_status
+from vitpos.validate import validate
 
 SEED_DIR = re.compile(r"^seed(\d+)(.*)$")  # seed0, or seed0<suffix>
 PARAM_KEYS = ("params", "num_params", "n_params")
@@ -104,7 +108,7 @@ def identify(path: Path, runs_dir: Path, cfg: dict | None) -> tuple[str, str, st
 
 
 def budget_of(cfg: dict | None) -> str:
-    """"<data>, <n> train × <e> epochs" from the saved config ("" when there is none)."""
+    """ "<data>, <n> train × <e> epochs" from the saved config ("" when there is none)."""
     if not cfg:
         return ""
     data, trainer = cfg.get("data") or {}, cfg.get("trainer") or {}
@@ -171,16 +175,9 @@ def job_run_folder(job: Path) -> tuple[Path | None, str | None]:
     """(the job's run folder if it exists, the config check's error for its saved config).
 
     The folder is computed from ``.hydra/config.yaml`` as training does
-    (:func:`vitpos.runs.run_dir`); a job that failed before writing anything
+    (:func:`vitpos.run.identity.run_dir`); a job that failed before writing anything
     has no log, so its config is checked again (:func:`vitpos.validate.validate`)
     to name the error."""
-    try:
-        from omegaconf import OmegaConf
-
-        from vitpos.runs import run_dir
-        from vitpos.validate import validate
-    except ImportError:  # older layouts: nothing to compute
-        return None, None
     try:
         cfg = OmegaConf.load(job / ".hydra" / "config.yaml")
     except Exception:  # noqa: BLE001  (a missing or broken config only loses the hint)
@@ -240,15 +237,6 @@ def read_hparams(run_dir: Path, recursive: bool = True) -> dict:
     return {}
 
 
-def read_status(run_dir: Path) -> dict | None:
-    """``metrics.json`` as a dict (``status``, ``metrics``, ``reason``...), or None."""
-    try:
-        body = json.loads((run_dir / "metrics.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return body if isinstance(body, dict) else None
-
-
 def find_param_count(hparams, depth: int = 0) -> float | None:
     """A number logged as ``params`` (or ``num_params``) anywhere in the hparams."""
     if not isinstance(hparams, dict) or depth > 5:
@@ -263,7 +251,8 @@ def find_param_count(hparams, depth: int = 0) -> float | None:
     return None
 
 
-def load_run(run: Run) -> Run:
+def read_run(run: Run) -> Run:
+    """``run`` with its scalars and ``metrics.json`` read (an unreadable run gets ``error``)."""
     try:
         run.scalars, run.status = read_scalars(run.path, run.recursive), read_status(run.path)
     except Exception as err:  # noqa: BLE001  (a corrupt file must not hide the other runs)

@@ -1,21 +1,10 @@
-"""``python -m vitpos.extrapolate``: evaluate checkpoints beyond their training size.
+"""``python -m vitpos.extrapolate``: evaluate saved checkpoints beyond their training size.
 
-usage: python -m vitpos.extrapolate ckpt=PATH [ckpt=PATH ...] [resolutions=[16,24,32,40,48,64]]
-           [lengths=[32,64,128,256,512]] [strategies=all|default|[a,b]] [out=extrapolation]
-           [data.KEY=VALUE ...] [device=cpu|cuda]
-
-A ``ckpt`` may be a folder: every ``last.ckpt`` below it is used.
-``resolutions=`` applies to image checkpoints and ``lengths=`` to sequence
-ones (default: the run's own ``eval.resolutions`` / ``eval.lengths``); an
-option that does not apply to a checkpoint's task is refused. Prints one table
-(rows: run / strategy; columns: sizes, accuracy in %) and writes
-``OUT/extrapolation.csv``, ``.md`` and ``.png``, rewritten after every size so
-that a later failure never loses what was computed.
-
-A checkpoint that cannot be loaded or evaluated (corrupt, unsafe pickle, a size
-too large for memory) is skipped, the others go on, and every failure is listed
-at the end; the exit code is then 1. Checkpoints are loaded with
-``weights_only=True``: a file that needs arbitrary Python objects is refused.
+The options and the ``--help`` text are :class:`ExtrapolateOptions`. Every checkpoint of
+``ckpt=`` (files, runs folders, glob patterns) is evaluated at every size and strategy
+asked; one that cannot be loaded or evaluated is listed at the end and does not stop the
+others (exit code 1). Outputs are rewritten after every size, so a later failure never
+loses what was computed.
 """
 
 from __future__ import annotations
@@ -23,28 +12,62 @@ from __future__ import annotations
 import math
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import OmegaConf
 
-from vitpos.cli import parse_args
+from vitpos.cli import expand_paths, option, parse_options
+from vitpos.compare.tables import frame_to_markdown
 from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name
-from vitpos.safe_load import CheckpointError, load_checkpoint, task_kind
-from vitpos.tables import frame_to_markdown
+from vitpos.run.checkpoint import CheckpointError, task_kind
+from vitpos.tasks.build import from_checkpoint
 from vitpos.validate import UserError
 
-DEFAULTS = {
-    "ckpt": [],
-    "resolutions": None,
-    "lengths": None,
-    "strategies": "all",
-    "out": "extrapolation",
-    "device": "cuda" if torch.cuda.is_available() else "cpu",
-    "data.": None,  # any data.<key>=value override
-}
 OPTION = {"res": "resolutions", "len": "lengths"}
 MEMORY_FRACTION = 0.8  # of the memory available now, what one evaluation may plan to use
+
+
+@dataclass
+class ExtrapolateOptions:
+    """Evaluate trained checkpoints beyond their training size: larger image resolutions,
+    longer sequences, with every extrapolation strategy of their encoding.
+
+    A checkpoint is runs/<group>/<model>/<label>-<hash>/seed<k>/checkpoints/last.ckpt, written
+    by train.py. ckpt= may also be a runs folder (every last.ckpt below it is used) or a glob
+    pattern, expanded by the tool itself (bash does not expand patterns inside key=value); a
+    pattern that matches nothing is refused. resolutions= applies to image checkpoints and
+    lengths= to sequence ones (default: the run's own eval.resolutions / eval.lengths); an
+    option that does not apply to a checkpoint's task is refused for that checkpoint.
+
+    Prints one table (rows: run and strategy; columns: sizes; accuracy in %) and writes
+    extrapolation.csv, extrapolation.md and extrapolation.png into out=, rewritten after every
+    size. A checkpoint that cannot be loaded or evaluated (corrupt, unsafe pickle, a size too
+    large for memory) is skipped, the others go on, and every failure is listed at the end
+    (exit code 1). Checkpoints are loaded with weights_only=True: a file that needs arbitrary
+    Python objects is refused.
+
+    Examples:
+      python -m vitpos.extrapolate ckpt=runs/shapes/vit_micro/sincos_2d-*/seed0/checkpoints/last.ckpt
+      python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick resolutions=[32,48] strategies=default
+      python -m vitpos.extrapolate ckpt=runs/seq_copy lengths=[32,128] out=extrapolation/seq_copy
+    """
+
+    ckpt: list[str] = option([], "a .ckpt file, a runs folder or a glob pattern", metavar="PATH",
+                             repeat=True, required=True, example="runs/.../checkpoints/last.ckpt")  # fmt: skip
+    resolutions: list[int] | None = option(None, "image sizes to test, in pixels", example="[16,32,48]",
+                                           default_text="the run's eval.resolutions")  # fmt: skip
+    lengths: list[int] | None = option(None, "sequence lengths to test, in tokens", example="[32,128]",
+                                       default_text="the run's eval.lengths")  # fmt: skip
+    strategies: Any = option("all", "all, default (the run's own), or a list such as [ntk,yarn]",
+                             metavar="all|default|[NAME,...]")  # fmt: skip
+    out: str = option("extrapolation", "the folder for extrapolation.csv, .md and .png", metavar="DIR")
+    device: str = option("cuda" if torch.cuda.is_available() else "cpu", "where to evaluate: cpu, cuda, cuda:1, ...",
+                         metavar="DEVICE", default_text="cuda when available, else cpu")  # fmt: skip
+    data: dict[str, Any] = option({}, "overrides the run's data config, e.g. data.eval_batch_size=64",
+                                  prefix=True, default_text="the run's", example="data.eval_batch_size=64")  # fmt: skip
 
 
 class SkipCheckpoint(ValueError):
@@ -53,20 +76,24 @@ class SkipCheckpoint(ValueError):
 
 def find_checkpoints(paths: list[str]) -> list[tuple[Path, Path | None]]:
     """(checkpoint, the folder it was found in, or None for a file given directly)."""
-    found = []
-    for p in map(Path, paths):
+    found, seen = [], set()
+    for p in expand_paths("ckpt", paths):  # glob patterns: bash leaves them alone inside key=value
         if p.is_dir():
-            found += [(c, p) for c in sorted(p.rglob("last.ckpt"))]
+            hits = [(c, p) for c in sorted(p.rglob("last.ckpt"))]
         elif p.exists():
-            found.append((p, None))
+            hits = [(p, None)]
         else:
-            raise UserError(f"ckpt={p}", "no such file or folder", "pass a .ckpt file or a runs folder")
+            raise UserError(f"ckpt={p}", "no such file or folder", "pass a .ckpt file, a runs folder or a pattern")
+        for ckpt, root in hits:  # a checkpoint named twice (a folder and a pattern) is evaluated once
+            if ckpt.resolve() not in seen:
+                seen.add(ckpt.resolve())
+                found.append((ckpt, root))
     if not found:
-        raise UserError("ckpt", "no checkpoints found", "pass ckpt=PATH: a .ckpt file or a runs folder")
+        raise UserError("ckpt", "no checkpoints found", "pass ckpt=PATH: a .ckpt file, a runs folder or a pattern")
     return found
 
 
-def run_label(path: Path, root: Path | None) -> str:
+def checkpoint_label(path: Path, root: Path | None) -> str:
     """The run folder relative to the folder it was found in (``rope_2d/seed0``), else its last two parts."""
     run = path.parent.parent if path.parent.name == "checkpoints" else path.parent
     if root is not None and run != root and run.is_relative_to(root):
@@ -74,37 +101,16 @@ def run_label(path: Path, root: Path | None) -> str:
     return f"{run.parent.name}/{run.name}"
 
 
-def load_run(path: Path, data_overrides: dict, device: str):
-    """(module, datamodule, cfg) of one checkpoint, its data config overridable."""
-    from vitpos.train import build
-
-    checkpoint = load_checkpoint(path)
-    saved = dict(checkpoint["hyper_parameters"]["cfg"])
-    if not (saved.get("task") or {}).get("name"):  # checkpoints that saved only model/encoding/optim/data
-        name = "sequence" if task_kind(saved) == "len" else "classification"
-        saved["task"] = {**(saved.get("task") or {}), "name": name}
-    cfg = OmegaConf.create(saved)
-    for key, value in data_overrides.items():
-        OmegaConf.update(cfg, key, value)
-    module, datamodule = build(cfg)
-    try:
-        module.load_state_dict(checkpoint["state_dict"])
-    except RuntimeError as err:
-        raise CheckpointError(f"ckpt={path}: its weights do not fit the model its config describes: {err}") from None
-    datamodule.setup("test")
-    return module.to(device), datamodule, cfg
-
-
-def sizes_for(opts: dict, kind: str, cfg) -> list[int]:
+def sizes_for(opts: ExtrapolateOptions, kind: str, cfg) -> list[int]:
     """The sizes to evaluate: the option for this checkpoint's task, else the run's own ``eval`` list."""
     other = "len" if kind == "res" else "res"
-    if opts[OPTION[other]] is not None:
+    if getattr(opts, OPTION[other]) is not None:
         task = "an image" if kind == "res" else "a sequence"
         raise SkipCheckpoint(
             f"{OPTION[other]}= does not apply to {task} checkpoint; pass {OPTION[kind]}=[...] instead "
             f"(or give image and sequence checkpoints in separate calls)"
         )
-    sizes = opts[OPTION[kind]]
+    sizes = getattr(opts, OPTION[kind])
     if sizes is None:
         sizes = list((cfg.get("eval") or {}).get(OPTION[kind]) or [])
     sizes = sizes if isinstance(sizes, list) else [sizes]
@@ -163,15 +169,17 @@ def check_memory(cfg, kind: str, sizes: list[int], datamodule, device: str) -> N
 
 def evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, write) -> None:
     """Append one checkpoint's rows (writing the outputs after every size); record failures."""
-    module, datamodule, cfg = load_run(path, data_overrides, opts["device"])
+    module, datamodule, plain = from_checkpoint(path, data_overrides)
+    datamodule.setup("test")
+    module, cfg = module.to(opts.device), OmegaConf.create(plain)
     kind = task_kind(OmegaConf.to_container(cfg, resolve=True))
     sizes = sizes_for(opts, kind, cfg)
-    check_memory(cfg, kind, sizes, datamodule, opts["device"])
-    strategies = choose_strategies(module.encoding, opts["strategies"])
-    default, label = module.encoding.strategy, run_label(path, root)
+    check_memory(cfg, kind, sizes, datamodule, opts.device)
+    strategies = choose_strategies(module.encoding, opts.strategies)
+    default, label = module.encoding.strategy, checkpoint_label(path, root)
     for size in sizes:
         try:
-            results = evaluate_sizes(module, datamodule, [size], strategies, kind, device=opts["device"])
+            results = evaluate_sizes(module, datamodule, [size], strategies, kind, device=opts.device)
         except (RuntimeError, MemoryError, ValueError) as err:  # torch.OutOfMemoryError is a RuntimeError
             failures.append(f"{path}: {OPTION[kind]}={size}: {type(err).__name__}: {str(err).splitlines()[0]}")
             continue
@@ -181,12 +189,12 @@ def evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, write)
         write()
 
 
-def evaluate_checkpoints(opts: dict, write=lambda rows: None) -> tuple[list[dict], list[str]]:
-    """(rows, failures): every checkpoint of ``opts['ckpt']``, one failing not stopping the others."""
+def evaluate_checkpoints(opts: ExtrapolateOptions, write=lambda rows: None) -> tuple[list[dict], list[str]]:
+    """(rows, failures): every checkpoint of ``opts.ckpt``, one failing not stopping the others."""
     rows: list[dict] = []
     failures: list[str] = []
-    data_overrides = {k: v for k, v in opts.items() if k.startswith("data.") and k != "data."}
-    for path, root in find_checkpoints(opts["ckpt"]):
+    data_overrides = {f"data.{k}": v for k, v in opts.data.items()}
+    for path, root in find_checkpoints(opts.ckpt):
         try:
             evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, lambda: write(rows))
         except (CheckpointError, SkipCheckpoint) as err:
@@ -232,8 +240,11 @@ def plot_curves(frame, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = parse_args(sys.argv[1:] if argv is None else argv, DEFAULTS, repeatable=("ckpt",), usage=__doc__)
-    out = Path(opts["out"])
+    opts = parse_options(argv, ExtrapolateOptions, prog="python -m vitpos.extrapolate",
+                         usage="ckpt=PATH [ckpt=PATH ...] [key=value ...]")  # fmt: skip
+    if isinstance(opts.strategies, str) and opts.strategies not in ("all", "default"):
+        opts.strategies = [opts.strategies]  # one strategy by name
+    out = Path(opts.out)
     rows, failures = evaluate_checkpoints(opts, write=lambda rows: write_outputs(rows, out, plot=False))
     if rows:
         print(write_outputs(rows, out))

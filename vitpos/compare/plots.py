@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from vitpos.compare_report import EXTRAP, HASH
+from vitpos.compare.report import EXTRAP, HASH
 
 #: line style per strategy: the encoding's default solid, the others dashed or dotted
 STRATEGY_STYLES = {"": "-", "interpolate": "--", "clamp": "--", "ntk": "-.", "dynamic": (0, (3, 1, 1, 1, 1, 1)),

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import torch
 
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: missing, corrupt, unsafe or not a vitpos run."""
+from vitpos.errors import CheckpointError  # noqa: E402,F401  (raised here; imported from here by callers)
 
 
 def load_checkpoint(path: str | Path) -> dict:
@@ -31,6 +29,13 @@ def load_checkpoint(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"ckpt={path}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head[:4] != b"PK\x03\x04" and head[:1] != b"\x80":  # torch.save's zip format, or a legacy pickle
+        raise CheckpointError(
+            f"ckpt={path}: not a checkpoint ({'an empty file' if not head else 'not a PyTorch file'}); "
+            "pass a .ckpt written by a vitpos run, e.g. <run folder>/checkpoints/last.ckpt"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
@@ -42,7 +47,8 @@ def load_checkpoint(path: str | Path) -> dict:
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as err:
         raise CheckpointError(f"ckpt={path}: not a readable checkpoint (truncated or corrupt?): {err}") from None
-    cfg = checkpoint.get("hyper_parameters", {}).get("cfg") if isinstance(checkpoint, dict) else None
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+    cfg = hparams.get("cfg") if isinstance(hparams, dict) else None
     if not isinstance(cfg, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(
             f"ckpt={path}: not a vitpos checkpoint (no state_dict, or no hyper_parameters.cfg to rebuild the run from)"

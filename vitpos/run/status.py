@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
+
+from vitpos.files import atomic_write_text
 
 FILENAME = "metrics.json"
 
 
 def write_status(folder: Path, status: str, metrics: dict[str, float] | None = None, **extra) -> Path:
     """Write ``folder/metrics.json`` via a temporary file and an atomic rename."""
-    folder.mkdir(parents=True, exist_ok=True)
     body = {"status": status, "metrics": {k: (None if math.isnan(v) else v) for k, v in (metrics or {}).items()}}
     body.update(extra)
-    path = folder / FILENAME
-    tmp = path.with_name(f".{FILENAME}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(folder / FILENAME, json.dumps(body, indent=1, sort_keys=True) + "\n")
 
 
 def read_status(folder: Path) -> dict | None:

@@ -7,8 +7,8 @@
 debug configs, the experiment's name for sweeps), ``model`` the model config
 chosen (``model=vit_micro``), ``label`` the encoding (``@strategy`` when not
 its default; ``run.label`` overrides it) and ``hash`` six hex digits of
-everything else that defines the run (:func:`identity`: model, data budget,
-encoding options, optimizer, task, epochs).
+everything else that defines the run (:func:`identity`: model, data budget
+and the data set's fingerprint, encoding options, optimizer, task, epochs).
 
 Why a hash on every run rather than only on non-default ones: the name stays
 readable, two different configurations can never share a folder (the README's
@@ -25,6 +25,10 @@ import json
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+
+from vitpos.data.fingerprint import data_fingerprint
+from vitpos.encodings import get_encoding_class
+from vitpos.runtime import trainer_precision
 
 #: config sections that define a run (what ``resume=auto`` compares, what the hash covers)
 RUN_DEFINING = ("model", "encoding", "data", "optim", "task", "trainer")
@@ -45,7 +49,7 @@ NOT_DEFINING = {
         "default_root_dir",
     },
 }
-MODEL_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "model"
+MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 
 
 def identity(cfg: DictConfig | dict) -> dict:
@@ -56,9 +60,12 @@ def identity(cfg: DictConfig | dict) -> dict:
         values = plain.get(section) or {}
         out[section] = {k: v for k, v in values.items() if k not in NOT_DEFINING.get(section, ())}
     if "precision" in out["trainer"]:  # auto: what it resolves to here (vitpos/runtime.py)
-        from vitpos.runtime import trainer_precision
-
         out["trainer"]["precision"] = trainer_precision(plain.get("trainer") or {})
+    if out["data"].get("fingerprint") is None:  # what the run trains on, not where it lies (data.root)
+        fingerprint = data_fingerprint(plain.get("data") or {})
+        out["data"].pop("fingerprint", None)
+        if fingerprint is not None:
+            out["data"]["fingerprint"] = fingerprint
     return out
 
 
@@ -75,8 +82,6 @@ def run_label(cfg: DictConfig) -> str:
         return str(cfg.run.label)
     enc = cfg.encoding
     label = "+".join(enc.parts) if enc.name == "combo" else str(enc.name)
-    from vitpos.encodings import get_encoding_class
-
     strategy = enc.get("strategy")
     if strategy and enc.name != "combo" and strategy != get_encoding_class(enc.name).strategies[0]:
         label += f"@{strategy}"
@@ -109,7 +114,7 @@ def next_commands(folder: Path, task: str) -> str:
     lines = [
         "next:",
         f"  tensorboard --logdir {runs}",
-        f"  python -m vitpos.compare {group} --out {group}/report",
+        f"  python -m vitpos.compare runs={group} out={group}/report",
         f"  python -m vitpos.extrapolate ckpt={ckpt} out={folder}/extrapolation",
     ]
     if task != "sequence":

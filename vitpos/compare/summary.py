@@ -1,47 +1,20 @@
-"""Turn a folder of runs into tables and a few plots.
-
-usage: python -m vitpos.compare RUNS_DIR [--out DIR] [--multirun DIR ...]
-
-A *run* is any folder below ``RUNS_DIR`` that holds TensorBoard event files
-(possibly inside ``version_*/``) or a ``metrics.json``, or is named
-``seed<k>``, at any depth: ``runs/<group>/<model>/<label>-<hash>/seed<k>`` as
-well as the older ``runs/<group>/<label>/seed<k>``. Its task (group), model and
-label come from the folder names and from the config saved in its
-``hparams.yaml``; its training budget (data size, epochs) from that config.
-Scalars are read with TensorBoard's own reader. A run is *complete* when it
-logged ``test/acc``; *diverged* when its ``metrics.json`` says so or its
-``train/loss`` went non-finite; incomplete or failed otherwise. Only complete
-runs enter the means; every other run is listed with its reason, never dropped.
-
-Hydra multirun job folders (``multirun/<date>/<time>/<n>/`` with
-``.hydra/overrides.yaml``), found below ``RUNS_DIR`` or given with
-``--multirun``, are listed with their overrides; a job whose log holds an
-error is listed as failed with its error line, even when it failed before its
-run folder existed (its saved config is then checked again to name the error).
-``RUNS_DIR`` may be a multirun folder itself: the run folders its jobs trained
-in (computed from each job's config) are reported.
-
-Writes ``report.md`` (accuracies in %, "mean ± std (n seeds)", one section per
-task, model and budget; extrapolation as one table per strategy),
-``report.csv`` (one row per task/model/budget/label, fractions,
-``<metric>_mean``/``<metric>_std`` columns), ``runs.csv`` (one row per run,
-with its status) and ``val_acc_curves.png``, ``acc_vs_resolution.png``,
-``acc_vs_length.png``.
-"""
+"""One row per run, one row per (task, model, budget, label) with mean ± std over seeds, and the
+report written from them: what ``python -m vitpos.compare`` runs (see the package docstring)."""
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from vitpos.compare_plots import plot_extrapolation, plot_val_curves
-from vitpos.compare_read import Run, find_jobs, find_param_count, find_runs, load_run, runs_of_jobs
-from vitpos.compare_report import EXTRAP, markdown_report
+from vitpos.cli import option, parse_options
+from vitpos.compare.plots import plot_extrapolation, plot_val_curves
+from vitpos.compare.read import Run, find_jobs, find_param_count, find_runs, read_run, runs_of_jobs
+from vitpos.compare.report import EXTRAP, markdown_report
 
 
 # --------------------------------------------------------------- summarizing
@@ -76,7 +49,12 @@ def summarize(run: Run) -> dict:
         if tag.startswith("test/"):
             row[tag] = run.last(tag)
     for tag, value in (status.get("metrics") or {}).items():  # what the event files lack
-        if tag.startswith(("test/", "val/acc_best", "time/")) and tag not in row and isinstance(value, (int, float)):
+        if (
+            tag.startswith(("test/", "val/acc_best", "time/"))
+            and tag not in row
+            and isinstance(value, (int, float))
+            and value == value
+        ):
             row[tag] = float(value)
     params = next((v for v in (run.last("params"), run.last("hp/params")) if v is not None), None)
     row["params"] = params if params is not None else find_param_count(run.hparams)
@@ -113,7 +91,7 @@ KEYS = ["task", "model", "budget", "label"]
 
 def aggregate(rows: pd.DataFrame) -> pd.DataFrame:
     """Mean and std (ddof=1; 0 for a single seed) over the complete seeds of every (task, model, budget, label)."""
-    done = rows[rows["complete"]]
+    done = rows[rows["complete"].astype(bool)]  # astype: an empty object column would select columns
     metrics = sorted(
         (c for c in done.columns if c.startswith(("val/", "test/", "time/")) and done[c].notna().any()),
         key=metric_order,
@@ -142,7 +120,7 @@ def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: l
     out = Path(out_dir) if out_dir is not None else runs_dir / "report"
     jobs = find_jobs([runs_dir, *map(Path, multirun or [])])
     runs = find_runs(runs_dir, skip=out)
-    runs = [load_run(r) for r in runs + runs_of_jobs(jobs, runs)]  # a multirun folder: its jobs' runs too
+    runs = [read_run(r) for r in runs + runs_of_jobs(jobs, runs)]  # a multirun folder: its jobs' runs too
     if not runs and not jobs:
         raise FileNotFoundError(
             f"no runs under {runs_dir}: expected folders holding TensorBoard event files or metrics.json, "
@@ -150,6 +128,8 @@ def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: l
         )
     empty = pd.DataFrame(columns=[*KEYS, "seed", "path", "status", "reason", "complete"])
     rows = pd.DataFrame([summarize(r) for r in runs]) if runs else empty
+    for column in empty.columns.difference(rows.columns):  # runs that could not even be identified
+        rows[column] = False if column == "complete" else None
     rows["path"] = [Path(p).relative_to(runs_dir).as_posix() if Path(p).is_relative_to(runs_dir) else p
                     for p in rows["path"]]  # fmt: skip
     groups = aggregate(rows)
@@ -171,29 +151,37 @@ def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: l
     return groups
 
 
+@dataclass
+class CompareOptions:
+    """Turn a folder of runs into report.md (accuracy in %, mean ± std over seeds), report.csv,
+    runs.csv and plots.
+
+    A run is any folder below runs= holding TensorBoard event files or a metrics.json, at any
+    depth (runs/<group>/<model>/<label>-<hash>/seed<k>). Only complete runs (they logged
+    test/acc) enter the means; diverged, failed and incomplete runs are listed with their reason.
+    Hydra multirun job folders found below runs= or given with multirun= are listed with their
+    overrides, failed jobs with their error line. The report folder is rewritten.
+
+    Examples:
+      python -m vitpos.compare runs=runs/cifar10                          # writes runs/cifar10/report
+      python -m vitpos.compare runs=runs/compare_cifar_quick out=report/quick
+      python -m vitpos.compare runs=runs multirun=[multirun/2026-12-01/10-00-00]
+    """
+
+    runs: str = option(help="the folder of runs, searched at any depth", metavar="DIR", example="runs/cifar10")
+    out: str | None = option(None, "the report folder; its files are rewritten", metavar="DIR",
+                             default_text="<runs>/report")  # fmt: skip
+    multirun: list[str] = option([], "Hydra multirun folders whose jobs to list", metavar="[DIR,...]", repeat=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m vitpos.compare",
-        usage="python -m vitpos.compare RUNS_DIR [--out DIR] [--multirun DIR ...]",
-        description="Turn a folder of runs into report.md (accuracy in %, mean ± std over seeds), "
-        "report.csv, runs.csv and plots.",
-    )
-    parser.add_argument("runs_dir", metavar="RUNS_DIR", help="folder of runs, at any depth (e.g. runs/cifar10)")
-    parser.add_argument("--out", default=None, help="report folder (default: RUNS_DIR/report)")
-    parser.add_argument("--multirun", action="append", default=[], metavar="DIR",
-                        help="Hydra multirun folder whose jobs to list, failed ones with their error")  # fmt: skip
-    args = parser.parse_args(argv)
+    """``python -m vitpos.compare runs=DIR [out=DIR] [multirun=[DIR,...]]``: see :class:`CompareOptions`."""
+    opts = parse_options(argv, CompareOptions, prog="python -m vitpos.compare")
     try:
-        groups = compare(args.runs_dir, args.out, args.multirun)
+        groups = compare(opts.runs, opts.out, opts.multirun)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(groups.attrs["report"])
-    print(f"written to {Path(args.out) if args.out else Path(args.runs_dir) / 'report'}")
+    print(f"written to {Path(opts.out) if opts.out else Path(opts.runs) / 'report'}")
     return 0
-
-
-if __name__ == "__main__":
-    from vitpos.cli import run_main
-
-    run_main(main)  # a user error: one line, exit 2

@@ -16,10 +16,10 @@ import re
 
 import pandas as pd
 
-from vitpos.tables import markdown_table
+from vitpos.compare.tables import markdown_table
 
 EXTRAP = re.compile(r"^test/acc@(res|len)(\d+)(?:/(.+))?$")  # test/acc@res48, test/acc@len256/ntk
-HASH = re.compile(r"-[0-9a-f]{6}$")  # the config hash of a run folder name (vitpos.runs)
+HASH = re.compile(r"-[0-9a-f]{6}$")  # the config hash of a run folder name (vitpos.run.identity)
 KIND_TITLE = {"res": "resolution (pixels)", "len": "sequence length (tokens)"}
 
 
@@ -117,7 +117,7 @@ def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, jobs: list, notes:
         parts += [main_table(sel, names), ""]
         for kind in ("res", "len"):
             parts += strategy_tables(sel, names, kind)
-    bad = rows[~rows["complete"]].sort_values(["task", "label", "path"])
+    bad = rows[~rows["complete"].astype(bool)].sort_values(["task", "label", "path"])
     parts += ["", "## Incomplete, diverged or failed runs", ""]
     lost = [j for j in jobs if j.error and j.run is None]
     parts += [f"- `{r.path}`: **{r.status}**: {r.reason}" for r in bad.itertuples()] or [

@@ -79,10 +79,11 @@ def evaluate_sizes(
     results: dict[str, float] = {}
     prepare = getattr(datamodule, "prepare_batch", None)
     jobs = [(s, n) for s in strategies for n in sizes]
+    what = "resolution" if kind == "res" else "length"
+    bar = tqdm(jobs, desc=f"test at {what}", disable=not progress)
     try:
-        for strategy, size in tqdm(
-            jobs, desc=f"evaluating at other {'resolutions' if kind == 'res' else 'lengths'}", disable=not progress
-        ):
+        for strategy, size in bar:
+            bar.set_description(f"test at {what} {size}" + (f" ({strategy})" if len(strategies) > 1 else ""))
             pe.strategy = strategy
             loss_sum, correct, count = 0.0, 0, 0
             name = metric_name(kind, size, strategy, default)
@@ -100,6 +101,7 @@ def evaluate_sizes(
             results[name] = correct / max(count, 1)
             results[name.replace("acc@", "loss@")] = loss_sum / max(count, 1)
     finally:
+        bar.close()
         pe.strategy = default
         module.train(was_training)
     return results
@@ -118,9 +120,3 @@ def evaluate_module(module, datamodule, eval_cfg, kind: str, device=None, max_ba
     if hasattr(datamodule, "limit_extrapolation"):  # images: eval.test_subset (sequences have their own count)
         datamodule.limit_extrapolation((eval_cfg or {}).get("test_subset"))
     return evaluate_sizes(module, datamodule, list(sizes), strategies, kind, device, max_batches=max_batches)
-
-if __name__ == "__main__":
-    from vitpos.cli import run_main
-    from vitpos.extrapolate_cli import main
-
-    run_main(main)  # a user error: one line, exit 2; failed checkpoints: exit 1

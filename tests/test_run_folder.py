@@ -1,0 +1,137 @@
+"""A run folder's identity, lock and sweeps (issue 19).
+
+- What a run trained on is part of its identity: the data set's fingerprint,
+  not the path string (the same data moved keeps the run; other data is
+  another run, and resume=auto refuses a checkpoint trained on it).
+- A run folder is locked while a run is in it; a lock left by a dead process
+  is taken over.
+- A sweep goes on past a failed job, records its error line, and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from omegaconf import OmegaConf
+from test_bad_input import TINY, assert_user_error, run, small_imagefolder, train_cmd
+
+from vitpos.errors import UserError
+from vitpos.run import folder as run_folder
+from vitpos.run.identity import config_hash, identity
+
+
+def image_cfg(root: Path) -> OmegaConf:
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+        return compose("train", overrides=["data.format=imagefolder", f"data.root={root}", "run.model=vit_cpu"])
+
+
+def test_same_data_moved_keeps_the_run_other_data_does_not(tmp_path):
+    a = small_imagefolder(tmp_path / "a", per_class=2)
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(a, moved)
+    other = tmp_path / "other"
+    shutil.copytree(a, other)
+    (other / "train" / "cat" / "0.png").write_bytes(b"\x89PNG" + b"0" * 10)  # one file of another size
+    assert config_hash(image_cfg(a)) == config_hash(image_cfg(moved))
+    assert config_hash(image_cfg(a)) != config_hash(image_cfg(other))
+    assert identity(image_cfg(a))["data"]["fingerprint"] != identity(image_cfg(other))["data"]["fingerprint"]
+    assert "root" not in identity(image_cfg(a))["data"]  # where it lies does not define the run
+
+
+def test_resume_auto_refuses_a_checkpoint_trained_on_other_data(tmp_path):
+    from vitpos.run.resume import config_differences
+
+    a = small_imagefolder(tmp_path / "a", per_class=2)
+    other = tmp_path / "other"
+    shutil.copytree(a, other)
+    (other / "test" / "dog" / "1.png").unlink()
+    diffs = config_differences(identity(image_cfg(a)), identity(image_cfg(other)))
+    assert len(diffs) == 1 and diffs[0].startswith("data.fingerprint:"), diffs
+
+
+def test_generated_data_has_no_fingerprint():
+    from vitpos.data.fingerprint import data_fingerprint
+
+    assert data_fingerprint({"name": "shapes", "num_train": 10}) is None
+    assert data_fingerprint({"name": "cifar10", "format": "torchvision", "root": "/nowhere"}) == "cifar10-official"
+
+
+def test_lock_refuses_a_live_holder_and_takes_over_a_dead_ones(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run_folder.atomic_write_text(
+            tmp_path / run_folder.LOCK, f'{{"pid": {sleeper.pid}, "host": "{run_folder.socket.gethostname()}"}}'
+        )
+        with pytest.raises(UserError, match=f"in use by process {sleeper.pid}"):
+            run_folder.acquire(tmp_path)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    run_folder.acquire(tmp_path)  # the holder is gone: taken over
+    assert run_folder.read_lock(tmp_path)["pid"] == os.getpid()
+    run_folder.release(tmp_path)
+    assert not (tmp_path / run_folder.LOCK).exists()
+
+
+@pytest.mark.slow
+def test_a_second_identical_command_is_refused_while_the_first_runs(tmp_path):
+    """The lock through the command line: the same command, while a live process holds the folder."""
+    from hydra import compose, initialize_config_dir
+
+    from vitpos.run.identity import run_dir
+
+    args = [*TINY, f"run.root={tmp_path / 'R'}"]
+    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=[*args, "run.model=vit_micro"])
+    folder = run_dir(cfg)
+    folder.mkdir(parents=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        body = f'{{"pid": {sleeper.pid}, "host": "{run_folder.socket.gethostname()}", "command": "train.py"}}'
+        (folder / run_folder.LOCK).write_text(body)
+        proc = run(train_cmd(*args), tmp_path)
+        assert_user_error(proc, f"is in use by process {sleeper.pid}")
+        assert sorted(p.name for p in folder.iterdir()) == [run_folder.LOCK]  # nothing written beside it
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.slow
+def test_a_sweep_goes_on_past_a_failed_job_and_exits_non_zero(tmp_path):
+    from vitpos.compare import compare
+
+    proc = run(train_cmd("-m", *TINY, "+trainer.limit_test_batches=1", "optim.lr=100,0.002", "run.root=R"), tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "[job 0] end" in out and "training diverged" in out, out
+    assert "[job 1] end" in out and "test/acc" in out, out  # the next job ran
+    assert "2 jobs, 1 failed" in out, out
+    (sweep,) = (tmp_path / "multirun").glob("*/*")
+    assert "training diverged" in (sweep / "0" / "error.log").read_text()
+    groups = compare(tmp_path / "R", tmp_path / "report", [str(sweep)])
+    report = groups.attrs["report"]
+    assert "training diverged" in report and "optim.lr=100" in report, report
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_jobs_all_fail_before_training(tmp_path):
+    """No job leaves a run folder: every job's error is listed, and compare does not crash."""
+    from vitpos.compare import compare
+
+    args = ["data=shapes", "model=vit_micro", "data.num_train=100", "data.val_size=200,300", "run.root=R"]
+    proc = run(train_cmd("-m", *args), tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "2 jobs, 2 failed" in out and "Traceback" not in out, out
+    (sweep,) = (tmp_path / "multirun").glob("*/*")
+    groups = compare(sweep, tmp_path / "report")
+    report = groups.attrs["report"]
+    assert report.count("data.val_size") >= 2, report

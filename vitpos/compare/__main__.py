@@ -1,0 +1,8 @@
+"""``python -m vitpos.compare runs=DIR ...``: the options are ``summary.CompareOptions`` (``--help``);
+what is read and written is in the package docstring."""
+
+from vitpos.cli import run_main
+from vitpos.compare.summary import main
+
+if __name__ == "__main__":
+    run_main(main)  # a user error: one line, exit 2

@@ -1,0 +1,61 @@
+"""What a run was trained on, as a short digest: part of the run's identity (issue 19).
+
+Two copies of the same data set give the same fingerprint wherever they lie
+(moving the data keeps the run); a copy with other files gives another one (a
+different run, or ``resume=auto`` refuses it). Generated data (``shapes``, the
+toy sequences) is fully defined by its config, so it has no fingerprint.
+
+- ImageFolder (``data.format=imagefolder``): every non-hidden file below
+  ``train/`` and ``test/`` with its class folder and size in bytes (not its
+  time stamps, which a copy changes);
+- the official release (``data.format=torchvision``): the names and sizes of
+  the batch files, or the release's name before it is downloaded (torchvision
+  checks the download's MD5 itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import lru_cache
+from pathlib import Path
+
+SPLITS = ("train", "test")
+OFFICIAL_FOLDER = "cifar-10-batches-py"
+
+
+def data_fingerprint(data: dict) -> str | None:
+    """12 hex digits for the data set ``data`` (a plain ``data`` config) names, or None for generated data."""
+    if data.get("name") != "cifar10" or data.get("root") is None:
+        return None
+    root = Path(str(data["root"])).expanduser()
+    if data.get("format") == "imagefolder":
+        folders = [root / split for split in SPLITS]
+    else:
+        folders = [root / OFFICIAL_FOLDER]
+    stamps = tuple(folder.stat().st_mtime_ns if folder.is_dir() else None for folder in folders)
+    return _digest(tuple(str(f.resolve()) for f in folders), stamps) or (
+        None if data.get("format") == "imagefolder" else "cifar10-official"
+    )
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".") or name == "__MACOSX"
+
+
+@lru_cache(maxsize=16)
+def _digest(folders: tuple[str, ...], stamps: tuple) -> str | None:
+    """The digest of every file below ``folders`` (``stamps``: the folders' times, so a change is seen)."""
+    digest, count = hashlib.sha256(), 0
+    for top in folders:
+        if not os.path.isdir(top):
+            continue
+        digest.update(f"[{os.path.basename(top)}]".encode())
+        for folder, dirs, files in sorted(os.walk(top)):
+            dirs[:] = sorted(d for d in dirs if not _hidden(d))
+            rel = os.path.relpath(folder, top)
+            for name in sorted(f for f in files if not _hidden(f)):
+                size = os.stat(os.path.join(folder, name)).st_size
+                digest.update(f"{rel}/{name}:{size};".encode())
+                count += 1
+    return digest.hexdigest()[:12] if count else None

@@ -1,0 +1,10 @@
+"""Evaluation beyond the training size: image resolutions and sequence lengths.
+
+``evaluate.py`` holds the one evaluation loop (every strategy x size, metric
+names ``test/acc@res{R}`` / ``test/acc@len{L}``), used at the end of training;
+``checkpoints.py`` evaluates saved checkpoints (``python -m vitpos.extrapolate``).
+"""
+
+from .evaluate import choose_strategies, evaluate_module, evaluate_sizes, metric_name, strategies_of
+
+__all__ = ["choose_strategies", "evaluate_module", "evaluate_sizes", "metric_name", "strategies_of"]

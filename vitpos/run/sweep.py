@@ -1,0 +1,91 @@
+"""Sweeps (``python train.py -m ...``) that report every job and survive a failed one (issues 19, 22).
+
+A job that fails (bad input, divergence, a crash) writes its one-line error to
+``<job folder>/error.log`` (a finished job: its result in ``outcome.txt``) (``multirun/<date>/<time>/<n>/``), which
+``python -m vitpos.compare multirun=...`` lists, and the sweep goes on to the
+next job. :class:`SweepReport`, a Hydra callback (``configs/train.yaml``:
+``hydra.callbacks``), prints one line per job as it starts and ends (its
+overrides, minutes, ``test/acc``) and a summary at the end; ``train.py`` then
+exits with code 1 when any job failed.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+
+ERROR_FILE = "error.log"
+OUTCOME_FILE = "outcome.txt"
+_failed: list[str] = []  # jobs that failed in this process's sweep (the callback runs in the main process)
+
+
+def record_failure(job_dir: str | Path, err: BaseException) -> str:
+    """Write ``error: <message>`` to the job's ``error.log``; returns the line."""
+    line = f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+    path = Path(job_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / ERROR_FILE).write_text(line + "\n")
+    return line
+
+
+def record_outcome(job_dir: str | Path, metrics: dict[str, float], run_folder: Path) -> None:
+    """Write the job's result line (``test/acc``, run folder) for the end-of-job line."""
+    acc = metrics.get("test/acc", math.nan)
+    (Path(job_dir) / OUTCOME_FILE).write_text(f"test/acc {acc:.4f} ({run_folder})\n")
+
+
+def job_name(config) -> str:
+    overrides = config.hydra.overrides.task
+    return " ".join(str(o) for o in overrides) or "(no overrides)"
+
+
+def say(line: str) -> None:
+    """One whole line at once, so lines of jobs running side by side never mix."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+class SweepReport(Callback):
+    """Per-job start/end lines and the sweep's summary (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.start: dict[int, float] = {}
+
+    def on_job_start(self, config, **kwargs) -> None:
+        if config.hydra.mode is None or str(config.hydra.mode) != "RunMode.MULTIRUN":
+            return
+        self.start[config.hydra.job.num] = time.perf_counter()
+        say(f"[job {config.hydra.job.num}] start: {job_name(config)}")
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        if str(config.hydra.mode) != "RunMode.MULTIRUN":
+            return
+        num = config.hydra.job.num
+        minutes = (time.perf_counter() - self.start.pop(num, time.perf_counter())) / 60
+        folder = Path(config.hydra.runtime.output_dir)
+        outcome = "done"
+        for name in (ERROR_FILE, OUTCOME_FILE):
+            if (folder / name).exists():
+                outcome = (folder / name).read_text().strip()
+                break
+        say(f"[job {num}] end after {minutes:.1f} min: {outcome}")
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        sweep = Path(config.hydra.sweep.dir)
+        jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()) if sweep.is_dir() else []
+        failed = [p for p in jobs if (p / ERROR_FILE).exists()]
+        _failed[:] = [f"{p}: {(p / ERROR_FILE).read_text().strip()}" for p in failed]
+        say(f"sweep {sweep}: {len(jobs)} jobs, {len(failed)} failed")
+        for line in _failed:
+            say(f"  failed: {line}")
+        if jobs:
+            say(f"  python -m vitpos.compare runs=<run.root>/<group> multirun={sweep}")
+
+
+def sweep_failed() -> bool:
+    """Whether the sweep this process just ran had a failed job."""
+    return bool(_failed)

@@ -119,7 +119,7 @@ TOOL_CASES = [
     ("viz-unknown-key", ["vitpos.viz", "encoding=rope_2d", "colour=red"], "colour"),
     ("viz-unknown-encoding", ["vitpos.viz", "encoding=foo"], "encoding=foo"),
     ("viz-no-ckpt", ["vitpos.viz", "ckpt=/no/such/file.ckpt"], "/no/such/file.ckpt"),
-    ("compare-no-runs", ["vitpos.compare", "/no/such/runs"], "/no/such/runs"),
+    ("compare-no-runs", ["vitpos.compare", "runs=/no/such/runs"], "/no/such/runs"),
 ]
 
 

@@ -107,6 +107,7 @@ def test_parser_values_lists_and_repeats():
                  "data.root=x", "data.eval_batch_size=64")  # fmt: skip
     assert opts.ckpt == ["a", "b", "c"] and opts.sizes == [16, 24] and opts.n == 3 and opts.rate == 0.001
     assert opts.fast is True and opts.out == "3" and opts.data == {"root": "x", "eval_batch_size": 64}
+    assert parse("ckpt=a", "n=1", "n=2").n == 2  # as in Hydra: the last value wins (ckpt= adds up: repeatable)
     assert parse("ckpt=runs/*/seed0/last.ckpt", "sizes=32").ckpt == ["runs/*/seed0/last.ckpt"]  # taken as typed
     assert parse("ckpt=x", "sizes=32").sizes == [32]  # one value for a list
 
@@ -121,7 +122,6 @@ def test_parser_values_lists_and_repeats():
         (["ckpt=a", "fast=maybe"], "fast: expected true or false, got 'maybe' (e.g. fast=true)"),
         (["ckpt=a", "rate=fast"], "rate: expected a number, got 'fast' (e.g. rate=0.5)"),
         (["ckpt=a", "pool=avg"], "pool: unknown avg (valid: gap, cls)"),
-        (["ckpt=a", "out=x", "out=y"], "out: given twice (out=x and out=y: keep one)"),
         (["ckpt=a", "data=1"], "data: expected data.<key>=value"),
         (["ckpt=a", "out.x=1"], "out.x: unknown option"),
         (["last.ckpt"], "last.ckpt: expected key=value (did you mean ckpt=last.ckpt?"),

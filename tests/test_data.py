@@ -39,6 +39,59 @@ def test_shapes_label_is_where_the_red_square_is():
     assert torch.equal(again, images)  # seeded
 
 
+def _make_shapes_reference(num, img_size=32, cell=4, seed=0):
+    """make_shapes as it was before it could draw other sizes (issue 20): its training images must not change."""
+    g = torch.Generator().manual_seed(seed)
+    cells = img_size // cell
+    images = torch.randint(0, 110, (num, 3, img_size, img_size), generator=g, dtype=torch.uint8)
+    r1, c1 = torch.randint(0, cells, (num,), generator=g), torch.randint(0, cells, (num,), generator=g)
+    r2 = (r1 + torch.randint(1, cells, (num,), generator=g)) % cells
+    c2 = (c1 + torch.randint(1, cells, (num,), generator=g)) % cells
+    labels = 2 * (r1 < r2).long() + (c1 < cells // 2).long()
+    red = torch.tensor([230, 30, 30], dtype=torch.int16)
+    blue = torch.tensor([30, 30, 230], dtype=torch.int16)
+    jitter = torch.randint(-25, 26, (num, 2, 3), generator=g, dtype=torch.int16)
+    for i in range(num):
+        for (r, c), color, j in (((r1[i], c1[i]), red, jitter[i, 0]), ((r2[i], c2[i]), blue, jitter[i, 1])):
+            ys, xs = slice(r * cell, (r + 1) * cell), slice(c * cell, (c + 1) * cell)
+            images[i, :, ys, xs] = (color + j).clamp(0, 255).to(torch.uint8)[:, None, None]
+    return images, labels
+
+
+@pytest.mark.parametrize("img_size, cell, seed", [(32, 4, 3), (16, 4, 1), (24, 8, 0)])
+def test_shapes_training_images_are_those_of_the_original_generator(img_size, cell, seed):
+    images, labels = make_shapes(100, img_size, cell, seed=seed)
+    reference = _make_shapes_reference(100, img_size, cell, seed=seed)
+    assert torch.equal(images, reference[0]) and torch.equal(labels, reference[1])
+    assert torch.equal(make_shapes(100, img_size, cell, seed=seed, size=img_size)[0], images)
+
+
+@pytest.mark.parametrize("size", [8, 12, 16, 24, 32, 64])
+def test_shapes_at_any_size_draw_the_same_layouts_natively(size):
+    """Rendered at ``size`` px from the generator: the same labels, each square filling exactly its cell
+    (size / 4 px a side, sharp edges: the noise never reaches 150 in red or blue)."""
+    base, labels = make_shapes(60, img_size=16, cell=4, seed=5)  # 4x4 cells
+    images, at_size = make_shapes(60, img_size=16, cell=4, seed=5, size=size)
+    assert images.shape == (60, 3, size, size) and torch.equal(at_size, labels)
+    step = size // 4
+
+    def cells_at_size(cells):  # (N, 4, 4) -> (N, S, S): each cell becomes step x step pixels
+        return cells.repeat_interleave(step, -2).repeat_interleave(step, -1)
+
+    for channel in (0, 2):  # the red square, the blue square
+        square = base[:, channel, ::4, ::4] > 150  # (N, 4, 4): the cell it fills at 16 px
+        assert torch.equal(square.flatten(1).sum(1), torch.ones(60, dtype=torch.long))
+        assert torch.equal(images[:, channel] > 150, cells_at_size(square))  # exactly its cell at S px
+        colour = base[:, :, ::4, ::4].permute(0, 2, 3, 1)[square]  # (N, 3) the square's colour at 16 px
+        painted = images.permute(0, 2, 3, 1)[cells_at_size(square)].reshape(60, step * step, 3)
+        assert torch.equal(painted, colour[:, None].expand_as(painted))  # in every pixel of the cell
+
+
+def test_shapes_refuse_sizes_that_split_a_cell():
+    with pytest.raises(ValueError, match="multiple of 4.*eval.resolutions"):
+        make_shapes(4, img_size=16, cell=4, size=18)
+
+
 def _write_folder(root, per_class=2, seed=0):
     g = torch.Generator().manual_seed(seed)
     for split in ("train", "test"):

@@ -89,9 +89,10 @@ SKIP = {
         "two 4-job training sweeps timed on a quiet machine (minutes); threads per side-by-side job are "
         "tested in tests/test_fast_paths.py::test_threads_per_job"
     ),
-    "python -m bench.run step --compile-all": (
-        "torch.compile of every encoding (minutes); `python -m bench.run step rope` is replayed at --quick"
+    "python -m bench.run step compile_all=true": (
+        "torch.compile of every encoding (minutes); `python -m bench.run step rope` is replayed at quick=true"
     ),
+    "python scripts/rebuild_reports.py": "rewrites the committed reports in docs/ (tracked files), by design",
     "python train.py encoding=rope_2d": (
         "downloads the official CIFAR-10 release (170 MB, needs network) and trains the full recipe; "
         "the ImageFolder commands replayed here run the same code on the local copy"
@@ -140,8 +141,8 @@ RUNNERS = {
     "python -m vitpos.extrapolate ckpt=runs/compare_sequence/": ["lengths=[32,128]"],
     "OMP_NUM_THREADS=1 python bench/bench_rope.py": ["--batch", "2", "--tokens", "16"],
     "OMP_NUM_THREADS=1 python bench/bench_vit.py": ["--batch", "8", "--encodings", "none,rope_2d"],
-    "python -m bench.run": ["--quick"],
-    "python -m bench.run --quick": ["rope"],  # one part: all of them take minutes even at --quick
+    "python -m bench.run": ["quick=true"],
+    "python -m bench.run quick=true": ["rope"],  # one part: all of them take minutes even at quick=true
 }
 
 # What the replay directory holds besides the command outputs (links made below).
@@ -150,7 +151,7 @@ LINKED = ("train.py", "configs", "bench")
 EXPECTED = {
     "data": "the README's data step (unpack-cifar10.sh data) and the decoded-data cache",
     "runs": "every run folder (run.root)",
-    "multirun": "Hydra's sweep folder for -m, read by `vitpos.compare --multirun multirun/`",
+    "multirun": "Hydra's sweep folder for -m, read by `python -m vitpos.compare multirun=multirun/...`",
 }
 TIMEOUT_S = 900  # per command; a hang fails the test instead of blocking CI
 
@@ -223,7 +224,9 @@ def with_overrides(command: str, extra: list[str]) -> str:
 
 def _longest_prefix(command: str, table: dict) -> str | None:
     """The longest key of ``table`` that starts ``command`` at a word boundary
-    (a key ending in "/" matches any path below it)."""
+    (a key ending in "/" matches any path below it). The command is compared
+    unquoted: ``shlex.join`` quotes a word holding ``*`` or ``[``."""
+    command = " ".join(shlex.split(command))
     hits = [p for p in table if command == p or command.startswith(p if p.endswith("/") else p + " ")]
     return max(hits, key=len, default=None)
 
@@ -326,6 +329,8 @@ def test_parser_keeps_quoted_words_and_drops_comments():
     assert classify("python train.py data=shapes x=1") == ("run", RUNNERS["python train.py data=shapes"])
     assert classify("pip install -e .")[0] == "skip"
     assert classify("rm -rf runs") is None
+    quoted = shlex.join(["python", "-m", "vitpos.extrapolate", "ckpt=runs/shapes/vit_cpu/x-*/seed0", "out=e"])
+    assert classify(quoted) == ("run", RUNNERS["python -m vitpos.extrapolate ckpt=runs/shapes/"])
 
 
 def test_overrides_replace_a_key_the_command_gives():

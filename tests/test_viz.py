@@ -156,6 +156,10 @@ def test_cli_on_a_fresh_model(tmp_path, capsys):
     )
     with pytest.raises(ValueError, match="bogus: unknown option"):  # vitpos.validate.UserError: exit 2 on the CLI
         viz_main(["encoding=rope_2d", "bogus=1"])
+    with pytest.raises(ValueError, match=r"blocks=\[9\]: the model has blocks 0..1 \(pass blocks=all or \[0,1\]\)"):
+        viz_main([*args, "blocks=[9]"])
+    with pytest.raises(ValueError, match="n_images: expected an integer, got 'two' \\(e.g. n_images=4\\)"):
+        viz_main([*args, "n_images=two"])
 
 
 def test_cli_on_a_checkpoint(tmp_path, capsys):

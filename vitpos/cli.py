@@ -48,7 +48,7 @@ def option(default: Any = MISSING, help: str = "", *, metavar: str | None = None
     """A dataclass field that is a command-line option: its default and one line of ``help``.
 
     ``metavar``: what the usage shows after ``key=`` (default: from the type).
-    ``meta``: ``required=True`` (no default; also ``default=MISSING``), ``repeat=True``
+    ``meta``: ``required=True`` (implied by no default), ``repeat=True``
     (``key=a key=b`` collects ``[a, b]``), ``prefix=True`` (a dict field taking any
     ``key.<name>=value``), ``words=True`` (a list field also filled by bare leading
     words, like a subcommand), ``choices=[...]`` (the allowed values or list items),
@@ -91,17 +91,17 @@ class _Option:
         return f"[{item},...]" if self.is_list else item
 
     def example(self) -> str:
+        """A value to show in an error: the declared example, else the default, else one made from the type."""
         if "example" in self.meta:
             return str(self.meta["example"])
         if self.item is bool and not self.is_list:
             return "true"
         if self.default not in (None, MISSING, [], {}):
             return _show(self.default)
-        samples = {int: "4", float: "0.5", bool: "true"}
-        item = samples.get(self.item, self.meta.get("metavar") or "VALUE")
-        if self.raw and not self.is_list:
-            return item
-        return f"[{item},{item}]" if self.is_list and self.item is not str else f"[{item}]" if self.is_list else item
+        if self.meta.get("metavar"):
+            return self.meta["metavar"]
+        item = {int: "4", float: "0.5"}.get(self.item, "VALUE")
+        return f"[{item}]" if self.is_list else item
 
     def describe(self) -> str:
         names = {int: "an integer", float: "a number", bool: "true or false", str: "text"}
@@ -169,19 +169,20 @@ def _value(o: _Option, text: str):
 
 def _bare_word(word: str, opts: dict[str, _Option]) -> UserError:
     """A word without ``=``: say how it is written as ``key=value``."""
-    name = word.lstrip("-").replace("-", "_")
-    if word.startswith("-") and name in opts:
-        return UserError(word, "expected key=value", f"write {name}={opts[name].example()}; --help for the usage")
-    words = [o for o in opts.values() if o.meta.get("words")]
-    if words:
-        choices = words[0].meta.get("choices") or []
+    valid = ", ".join(o.label for o in opts.values())
+    if word.startswith("-"):  # an argparse habit: --out DIR
+        name = word.lstrip("-").replace("-", "_")
+        fix = f"write {name}={opts[name].example()}" if name in opts else f"valid keys: {valid}"
+        return UserError(word, "expected key=value", f"{fix}; --help for the usage")
+    words = next((o for o in opts.values() if o.meta.get("words")), None)
+    if words is not None:  # a misspelt subcommand
+        choices = words.meta.get("choices") or []
         close = difflib.get_close_matches(word, choices, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
-        return UserError(word, f"unknown {words[0].name.rstrip('s')}", f"{hint}valid: {', '.join(choices)}")
+        return UserError(word, f"unknown {words.name.rstrip('s')}", f"{hint}valid: {', '.join(choices)}")
     first = next(iter(opts.values()))  # the main option comes first: runs=, ckpt=
-    hint = "" if word.startswith("-") else f"did you mean {first.name}={word}? "
-    valid = ", ".join(o.label for o in opts.values())
-    return UserError(word, "expected key=value", f"{hint}valid keys: {valid}; --help for the usage")
+    return UserError(word, "expected key=value", f"did you mean {first.name}={word}? valid keys: {valid}; "
+                     "--help for the usage")  # fmt: skip
 
 
 def _check_choices(o: _Option, key: str, value) -> None:
@@ -199,16 +200,17 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
     Values are parsed as OmegaConf parses them (``3``, ``0.5``, ``true``, ``[16,24]``,
     ``null``), except text options (paths, names), which are taken as typed; the
     structured config built from ``schema`` checks each value's type. ``-h``/``--help``
-    prints :func:`help_text` and exits 0. An unknown key, a value of the wrong type, a
-    key given twice (unless repeatable) or a missing required option raises
-    :class:`UserError` naming the option, with the valid keys or an example."""
+    prints :func:`help_text` and exits 0. A key given twice keeps the last value, as in
+    Hydra, unless it is repeatable (then the values add up). An unknown key, a value of
+    the wrong type or a missing required option raises :class:`UserError` naming the
+    option, with the valid keys or an example."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(word in HELP_WORDS for word in argv):
         print(help_text(schema, prog, usage))
         raise SystemExit(0)
     opts = _options(schema)
     cfg = OmegaConf.structured(schema)
-    given: dict[str, str] = {}
+    given: set[str] = set()
     words = next((o for o in opts.values() if o.meta.get("words")), None)
     for word in argv:
         key, sep, text = word.partition("=")
@@ -226,8 +228,6 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
             hint = f"did you mean {close[0]}? " if close else ""
             valid = ", ".join(p.label for p in opts.values())
             raise UserError(key, "unknown option", f"{hint}valid: {valid}")
-        if key in given and not o.meta.get("repeat"):
-            raise UserError(key, "given twice", f"{key}={given[key]} and {key}={text}: keep one")
         value = _value(o, text)
         _check_choices(o, key, value)
         try:
@@ -239,7 +239,7 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
                 cfg[key] = value
         except ValidationError:
             raise UserError(key, f"expected {o.describe()}, got {text!r}", f"e.g. {key}={o.example()}") from None
-        given[key] = text
+        given.add(key)
     for o in opts.values():
         if o.meta.get("required") and (OmegaConf.is_missing(cfg, o.name) or cfg[o.name] in (None, [])):
             raise UserError(o.name, "required", f"give {o.name}={o.metavar()}, e.g. {o.name}={o.example()}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
         return done
     ckpt_path = None if fast else resume_path(cfg, out / "checkpoints")  # checked before anything is written
     module, datamodule = build(cfg)
-    logger = TensorBoardLogger(
+    logger = RunLogger(
         save_dir=str(out.parent.parent),
         name=out.parent.name,
         version=out.name,
@@ -98,6 +99,18 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
         raise
     fit_seconds = timer.time_elapsed("train")  # now: loading the best checkpoint for testing reloads the timer too
     return test_and_report(cfg, out, trainer, module, datamodule, checkpoint, fit_seconds, fast)
+
+
+class RunLogger(TensorBoardLogger):
+    """Lightning's TensorBoard logger without the ``epoch`` scalar, so that TensorBoard's
+    SCALARS page opens on the curves (the epoch is the x axis option, not a metric)."""
+
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+        super().log_metrics({k: v for k, v in metrics.items() if k != "epoch"}, step)
+
+
+#: the final metrics shown as HPARAMS columns (logged under their own tags: no ``hp/*`` copies)
+HPARAMS_METRICS = ("test/acc", "test/loss", "val/acc_best", "time/fit_min")
 
 
 def lifecycle_callbacks(cfg: DictConfig, out: Path, fast: bool) -> list:
@@ -145,8 +158,11 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         "model": OmegaConf.to_container(cfg.model, resolve=True),
         "data": str(cfg.data.name),
         "seed": int(cfg.seed),
+        "params": int(metrics["params"]),
+        "params_pos": int(metrics["params_pos"]),
     }
-    logger.log_hyperparams(hparams, {f"hp/{k}": v for k, v in metrics.items() if not math.isnan(v)})
+    shown = {k: v for k, v in metrics.items() if (k in HPARAMS_METRICS or "@" in k) and not math.isnan(v)}
+    logger.log_hyperparams(hparams, shown)  # HPARAMS columns point at the existing test/... scalars
     logger.finalize("success")
     if not fast:  # the very last write: its presence means trained to max_epochs and tested
         write_status(
@@ -162,7 +178,19 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
     return metrics
 
 
+def natural(item: tuple[str, float]) -> list:
+    """Sort key: numbers inside names by value (``len32`` before ``len128``)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", item[0])]
+
+
+def fmt_value(name: str, value: float) -> str:
+    """Counts (``params``) as integers, everything else with four decimals."""
+    return f"{int(value):,}" if name.startswith("params") and value == value else f"{value:.4f}"
+
+
 def format_metrics(metrics: dict[str, float], folder: Path) -> str:
     width = max(len(k) for k in metrics) if metrics else 0
-    lines = [f"run folder: {folder}"] + [f"  {k:<{width}}  {v:.4f}" for k, v in sorted(metrics.items())]
+    lines = [f"run folder: {folder}"] + [
+        f"  {k:<{width}}  {fmt_value(k, v)}" for k, v in sorted(metrics.items(), key=natural)
+    ]
     return "\n".join(lines)

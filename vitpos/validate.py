@@ -1,22 +1,31 @@
-"""One check of the composed config before anything is written (issue 10).
+"""The one check of a composed config, before anything is written.
 
-``validate(cfg)`` runs right after Hydra composes the config and before any
-run folder, logger or dataset exists. It raises :class:`UserError`, which the
-command line prints as one line ``error: <option>: <what> (<fix>)`` with exit
-code 2 and no traceback (see ``vitpos.cli.run_main``).
+``validate(cfg)`` runs once per run, first thing in :func:`vitpos.train.train`,
+before any run folder, logger or dataset exists. It raises :class:`UserError`,
+which the command line prints as one line ``error: <option>: <what> (<fix>)``
+with exit code 2 and no traceback (see ``vitpos.cli.run_main``).
 
-The cheap checks (numbers, names, paths, trainer keys) come first and need no
-torch; the encoding checks then build the chosen encoding on the model's real
-geometry, so each encoding's own constructor stays the one place its rules
-(widths, head dims, options, strategies) are written.
+The plain checks (numbers, names, paths, trainer keys, sizes against the data
+and the memory this process may use) come first; the encoding checks then ask
+the encoding class for its options and strategies and build it on the model's
+real geometry, so each encoding's own class stays the one place its rules
+(options, value ranges, strategies and aliases, widths, head dims) are written.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 from pathlib import Path
 
+import torch
+from lightning.pytorch import Trainer
+from omegaconf import OmegaConf
+
+from vitpos.data.augment import POLICIES
+from vitpos.data.cifar10 import IMAGE_EXTENSIONS
+from vitpos.encodings import EncodingContext, OptionError, create_encoding, get_encoding_class, list_encodings
 from vitpos.errors import UserError
 from vitpos.runtime import memory_limit, resolve_threads
 
@@ -26,8 +35,6 @@ MEMORY_FRACTION = 0.25
 
 def validate(cfg) -> None:
     """Raise :class:`UserError` for the first problem in ``cfg`` (an OmegaConf config)."""
-    from omegaconf import OmegaConf
-
     plain = OmegaConf.to_container(cfg, resolve=True)
     image = plain["task"]["name"] != "sequence"
     check_numbers(plain)
@@ -57,9 +64,6 @@ def check_numbers(c: dict) -> None:
         value = c["optim"].get(key)
         if value is not None and not (math.isfinite(_number(value, f"optim.{key}")) and value >= 0):
             raise UserError(f"optim.{key}", f"must be a finite number >= 0, got {value}", f"e.g. optim.{key}=0")
-    scale = c["encoding"].get("scale")
-    if scale is not None and not (math.isfinite(_number(scale, "encoding.scale")) and scale > 0):
-        raise UserError("encoding.scale", f"must be > 0 or null, got {scale}", "null: new size / training size")
     for key in ("batch_size", "eval_batch_size"):
         value = c["data"].get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -84,18 +88,8 @@ def check_numbers(c: dict) -> None:
         )
     policy = c["data"].get("augment")
     if policy is not None:
-        from vitpos.data.augment import POLICIES
-
         if policy not in POLICIES:
             raise UserError("data.augment", f"unknown policy {policy!r}", f"valid: {', '.join(POLICIES)}")
-    for key in ("base", "temperature"):
-        value = c["encoding"].get(key)
-        if value is not None and not (math.isfinite(_number(value, f"encoding.{key}")) and value > 0):
-            raise UserError(
-                f"encoding.{key}",
-                f"must be a finite number > 0, got {value}",
-                f"e.g. the default in configs/encoding/{c['encoding'].get('name')}.yaml",
-            )
     val, train = c["data"].get("val_size"), c["data"].get("num_train")
     if isinstance(val, int) and isinstance(train, int) and not 0 <= val < train:
         raise UserError(
@@ -150,10 +144,6 @@ def check_run_names(run: dict) -> None:
 
 def trainer_options() -> set[str]:
     """The keyword arguments of ``lightning.pytorch.Trainer``."""
-    import inspect
-
-    from lightning.pytorch import Trainer
-
     return set(inspect.signature(Trainer.__init__).parameters) - {"self"}
 
 
@@ -225,7 +215,6 @@ def image_counts(data: dict) -> tuple[int, int, str] | None:
         return int(data.get("num_train", 0)), int(data.get("num_test", 0)), "data.num_train / data.num_test"
     root = Path(str(data.get("root"))).expanduser()
     if data.get("format") == "imagefolder":
-        from vitpos.data.cifar10 import IMAGE_EXTENSIONS
 
         def count(split: str) -> int:
             return sum(
@@ -309,8 +298,6 @@ def check_memory(c: dict, image: bool) -> None:
 
 # ----------------------------------------------------------------- encoding
 def _encoding_names(image: bool) -> str:
-    from vitpos.encodings import list_encodings
-
     img, seq = list_encodings(2), list_encodings(1)
     return f"image: {', '.join(img)}; sequence: {', '.join(seq)}"
 
@@ -318,8 +305,6 @@ def _encoding_names(image: bool) -> str:
 def check_encoding(c: dict, image: bool) -> None:
     """Name, strategy and options of ``encoding``, then the encoding built on the
     model's geometry (its constructor checks widths and head dims)."""
-    from vitpos.encodings import EncodingContext, create_encoding, get_encoding_class
-
     enc = dict(c["encoding"])
     name = enc.pop("name", None)
     try:
@@ -333,7 +318,7 @@ def check_encoding(c: dict, image: bool) -> None:
             f"'{name}' is for {'sequences' if image else 'images'}, this is an {'image' if image else 'sequence'} task",
             _encoding_names(image),
         )
-    params = accepted_options(cls)
+    params = cls.option_names()
     unknown = sorted(set(enc) - set(params))
     if unknown:
         raise UserError(
@@ -341,8 +326,7 @@ def check_encoding(c: dict, image: bool) -> None:
         )
     strategy = enc.get("strategy")
     if strategy is not None and name != "combo":
-        valid = cls.strategies + (("linear",) if "interpolate" in cls.strategies and "ntk" in cls.strategies else ())
-        if strategy not in valid:
+        if strategy not in cls.valid_strategies():  # the class declares its strategies and aliases
             raise UserError(
                 "encoding.strategy", f"'{name}' has no strategy {strategy!r}", f"valid: {', '.join(cls.strategies)}"
             )
@@ -361,6 +345,8 @@ def check_encoding(c: dict, image: bool) -> None:
     ctx = EncodingContext(m["dim"], m["num_heads"], m["depth"], grid, prefix)
     try:
         exercise(create_encoding(str(name), ctx, **enc), ctx)
+    except OptionError as err:  # a bad value of one option: the encoding names it (encoding.base, ...)
+        raise UserError(err.option, str(err).rstrip("."), f"configs/encoding/{name}.yaml has the defaults") from None
     except (ValueError, TypeError, KeyError, RuntimeError) as err:
         message = str(err.args[0] if isinstance(err, KeyError) else err)
         raise UserError("encoding", message.rstrip("."), f"model: dim {m['dim']}, {m['num_heads']} heads") from None
@@ -369,8 +355,6 @@ def check_encoding(c: dict, image: bool) -> None:
 def exercise(pe, ctx) -> None:
     """Run every hook once on the training grid: encodings that build their
     tables lazily check their widths there, not in the constructor."""
-    import torch
-
     n = math.prod(ctx.grid)
     with torch.no_grad():
         pe.add_to_tokens(torch.zeros(1, n, ctx.dim), ctx.grid)  # (B, N, D)
@@ -378,18 +362,3 @@ def exercise(pe, ctx) -> None:
         pe.after_block(torch.zeros(1, ctx.num_prefix_tokens + n, ctx.dim), ctx.grid, 0)  # (B, P + N, D)
         pe.rotate_qk(q, q, ctx.grid, 0)
         pe.attention_bias(ctx.grid, 0, torch.device("cpu"), torch.float32)
-
-
-def accepted_options(cls) -> list[str]:
-    """The keyword options an encoding class takes, following ``**kw`` up its bases."""
-    import inspect
-
-    names: list[str] = []
-    for klass in cls.__mro__:
-        if "__init__" not in vars(klass):
-            continue
-        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
-        names += [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in ("self", "ctx")]
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            break
-    return sorted(set(names))

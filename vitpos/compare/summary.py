@@ -163,12 +163,12 @@ class CompareOptions:
     overrides, failed jobs with their error line. The report folder is rewritten.
 
     Examples:
-      python -m vitpos.compare runs=runs/cifar10                          # writes runs/cifar10/report
+      python -m vitpos.compare runs=runs/shapes                           # writes runs/shapes/report
       python -m vitpos.compare runs=runs/compare_cifar_quick out=report/quick
-      python -m vitpos.compare runs=runs multirun=[multirun/2026-12-01/10-00-00]
+      python -m vitpos.compare runs=runs/compare_cifar_quick multirun=[multirun/<date>/<time>]
     """
 
-    runs: str = option(help="the folder of runs, searched at any depth", metavar="DIR", example="runs/cifar10")
+    runs: str = option(help="the folder of runs, searched at any depth", metavar="DIR", example="runs/shapes")
     out: str | None = option(None, "the report folder; its files are rewritten", metavar="DIR",
                              default_text="<runs>/report")  # fmt: skip
     multirun: list[str] = option([], "Hydra multirun folders whose jobs to list", metavar="[DIR,...]", repeat=True)

@@ -4,6 +4,20 @@ The whole set lives in memory as uint8 tensors; augmentation (random crop with
 padding, horizontal flip, then optionally a per-image TrivialAugment or
 RandAugment on the uint8 tensors) and normalization run on batches after they
 reach the device (``on_after_batch_transfer``).
+
+Resolutions (issue 20). CIFAR-10 is kept at its native resolution
+(``data.native_size``, 32 px). The model trains at ``data.img_size`` (R):
+below native, the training, validation and test images are downsampled once
+(bicubic, antialiased) in ``setup``. ``test_dataloader_at(S)`` hands out the
+original test pixels at S = native (no resize at all), downsamples below it and
+upsamples above it; ``resampling(S)`` says which, so reports can mark the
+upsampled sizes (blurred copies, no new detail). ``data=shapes`` renders
+every size natively from its generator (``resampling`` is always ``native``).
+
+Multi-resolution training (``data.train_sizes``): the training images stay at
+native resolution, each batch is cropped and flipped there, then resized to the
+size drawn for it from ``(seed, epoch, batch index)`` (vitpos.data.memory).
+Validation and test stay at ``data.img_size``.
 """
 
 from __future__ import annotations
@@ -14,8 +28,9 @@ import lightning as L
 import torch
 
 from . import augment
-from .augment import policy_transform
+from .augment import policy_transform, resize_images
 from .cifar10 import CLASSES as CIFAR_CLASSES
+from .cifar10 import IMG_SIZE as CIFAR_SIZE
 from .cifar10 import MEAN, STD, load_imagefolder, load_official
 from .memory import batch_loader, process_share
 from .shapes import CLASSES as SHAPES_CLASSES
@@ -27,7 +42,14 @@ class ImageDataModule(L.LightningDataModule):
 
     A fixed, seeded split carves ``val_size`` validation images out of the
     training set; ``train_subset`` keeps only that many training images (a
-    seeded subset, for short budgets). ``test`` is the official test set.
+    seeded subset, for short budgets). ``test`` is the official test set, at
+    ``img_size`` (``test_native``: at native resolution).
+
+    ``native_size``: the resolution the data set is stored at (CIFAR-10: 32; None
+    = the data set's own; shapes: None, every size is drawn natively).
+    ``train_sizes``: None, or the sizes a training batch may take (one per batch).
+    ``crop_padding`` is in native pixels: scaled by ``img_size / native_size``
+    when the training images are downsampled once (fixed-size training below native).
     """
 
     def __init__(
@@ -53,25 +75,70 @@ class ImageDataModule(L.LightningDataModule):
         cell: int = 4,
         cache_dir: str | None = None,
         shuffle_seed: int = 0,
+        native_size: int | None = None,
+        train_sizes: list[int] | None = None,
     ):
         super().__init__()
         if name not in ("cifar10", "shapes"):
             raise ValueError(f"unknown data set '{name}'; valid: cifar10, shapes (data=...)")
         if format not in ("torchvision", "imagefolder"):
             raise ValueError(f"unknown data.format '{format}'; valid: torchvision, imagefolder")
+        if name == "shapes" and native_size is not None:
+            raise ValueError("data=shapes draws every size natively: leave data.native_size null")
+        if train_sizes is not None and (
+            not list(train_sizes) or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in train_sizes)
+        ):
+            raise ValueError(f"data.train_sizes={train_sizes!r}: expected null or a list of sizes, e.g. [16,24,32]")
         self.save_hyperparameters()
         self.cfg = self.hparams
         self.shuffle_seed = shuffle_seed  # the run's seed: batch order of epoch e is fixed by (seed, e)
         self.mean, self.std = (MEAN, STD) if name == "cifar10" else ((0.5,) * 3, (0.25,) * 3)
         self.classes = CIFAR_CLASSES if name == "cifar10" else SHAPES_CLASSES
         self._test_at: dict[int, torch.Tensor] = {}
-        self._extrapolation_set: tuple[torch.Tensor, torch.Tensor] | None = None  # eval.test_subset of self.test
+        self._test_keep: torch.Tensor | None = None  # data.test_subset: which of the generated test images
+        self._extrapolation_keep: torch.Tensor | None = None  # eval.test_subset: which of self.test
         self.policy = policy_transform(augment, augment_magnitude, augment_ops)  # data.augment
-        self.train = self.val = self.test = None
+        self.train = self.val = self.test = self.test_native = None
 
     @property
     def num_classes(self) -> int:
         return len(self.classes)
+
+    @property
+    def native_size(self) -> int | None:
+        """The resolution the images are stored at (CIFAR-10: 32); None for shapes (drawn at every size)."""
+        if self.cfg.name == "shapes":
+            return None
+        return int(self.cfg.native_size or CIFAR_SIZE)
+
+    @property
+    def train_sizes(self) -> tuple[int, ...]:
+        """Every size a training batch takes (``data.train_sizes``, or ``(data.img_size,)``): the
+        shapes to compile or warm up."""
+        return tuple(int(s) for s in (self.cfg.train_sizes or [self.cfg.img_size]))
+
+    def resampling(self, size: int) -> str:
+        """How the test images at ``size`` px are made: ``native`` (the data set's own pixels, or
+        shapes drawn at that size), ``downsampled`` (antialiased) or ``upsampled`` (from native:
+        a larger grid, but no new detail)."""
+        native = self.native_size
+        if native is None or size == native:
+            return "native"
+        return "downsampled" if size < native else "upsampled"
+
+    @property
+    def _stored_size(self) -> int:
+        """The size the training images are kept at: native when batches are resized per step
+        (``data.train_sizes``), else ``data.img_size`` (shapes: always ``data.img_size``)."""
+        if self.cfg.train_sizes and self.native_size is not None:
+            return self.native_size
+        return self.cfg.img_size
+
+    @property
+    def crop_padding(self) -> int:
+        """``data.crop_padding`` (native pixels) at the size training batches are cropped at."""
+        native = self.native_size or self._stored_size
+        return round(self.cfg.crop_padding * self._stored_size / native)
 
     # ------------------------------------------------------------ loading
     def _load(self, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,8 +147,15 @@ class ImageDataModule(L.LightningDataModule):
             n = c.num_train if train else c.num_test
             return make_shapes(n, c.img_size, c.cell, seed=c.split_seed + (0 if train else 1))
         if c.format == "imagefolder":
-            return load_imagefolder(c.root, "train" if train else "test", c.cache_dir)
-        return load_official(Path(c.root), train, c.download)
+            images, labels = load_imagefolder(c.root, "train" if train else "test", c.cache_dir)
+        else:
+            images, labels = load_official(Path(c.root), train, c.download)
+        if tuple(images.shape[-2:]) != (self.native_size,) * 2:
+            raise ValueError(
+                f"data.native_size={self.native_size}, but the images of {c.root} are "
+                f"{images.shape[-1]}x{images.shape[-2]}: set data.native_size={images.shape[-1]}"
+            )
+        return images, labels
 
     def setup(self, stage: str | None = None) -> None:
         if self.train is not None:
@@ -94,23 +168,33 @@ class ImageDataModule(L.LightningDataModule):
         val_idx, train_idx = perm[: c.val_size], perm[c.val_size :]
         if c.train_subset:
             train_idx = train_idx[: c.train_subset]
-        self.train = (images[train_idx], labels[train_idx])
-        self.val = (images[val_idx], labels[val_idx])
+        # resize once here (never per batch): training at its stored size, the rest at data.img_size
+        self.train = (resize_images(images[train_idx], self._stored_size), labels[train_idx])
+        self.val = (resize_images(images[val_idx], c.img_size), labels[val_idx])
         test_images, test_labels = self._load(train=False)
         if c.test_subset:
             keep = torch.randperm(len(test_images), generator=torch.Generator().manual_seed(c.split_seed + 1))
-            keep = keep[: c.test_subset]
-            test_images, test_labels = test_images[keep], test_labels[keep]
-        self.test = (test_images, test_labels)
+            self._test_keep = keep[: c.test_subset]
+            test_images, test_labels = test_images[self._test_keep], test_labels[self._test_keep]
+        self.test_native = (test_images, test_labels)  # shapes: at data.img_size
+        self.test = (resize_images(test_images, c.img_size), test_labels)
 
     # --------------------------------------------------------- dataloaders
     # Training order comes from (run seed, epoch) and evaluation is sharded over
     # DDP ranks without padding (see vitpos.data.memory).
     def train_dataloader(self):
+        """Batches of (images, labels), or (images, labels, size) with ``data.train_sizes``."""
         rank, world = process_share(self)
         n, bs = len(self.train[0]), self.cfg.batch_size
         return batch_loader(
-            self.train, bs, shuffle=True, drop_last=n // world > bs, seed=self.shuffle_seed, rank=rank, world=world
+            self.train,
+            bs,
+            shuffle=True,
+            drop_last=n // world > bs,
+            seed=self.shuffle_seed,
+            rank=rank,
+            world=world,
+            sizes=self.train_sizes if self.cfg.train_sizes else None,
         )
 
     def val_dataloader(self):
@@ -127,29 +211,44 @@ class ImageDataModule(L.LightningDataModule):
         """Evaluate other resolutions on a fixed, seeded subset of ``n`` test images (``eval.test_subset``;
         None: all). The run's ``test/acc`` still scores the whole test set."""
         if n is None or n >= len(self.test[0]):
-            self._extrapolation_set = None
+            self._extrapolation_keep = None
         else:
             gen = torch.Generator().manual_seed(self.cfg.split_seed + 2)
-            keep = torch.randperm(len(self.test[0]), generator=gen)[:n].sort().values
-            self._extrapolation_set = (self.test[0][keep], self.test[1][keep])
+            self._extrapolation_keep = torch.randperm(len(self.test[0]), generator=gen)[:n].sort().values
         self._test_at.clear()
 
     def test_dataloader_at(self, resolution: int):
-        """The test set (or its ``limit_extrapolation`` subset) resized to ``resolution`` (bicubic;
-        antialiased when shrinking)."""
-        images, labels = self._extrapolation_set or self.test
+        """The test set (or its ``limit_extrapolation`` subset) at ``resolution`` px (see ``resampling``):
+        CIFAR-10 from its native pixels (bicubic, antialiased when shrinking; the pixels themselves at
+        native resolution); shapes drawn at that size."""
+        keep = self._extrapolation_keep
+        labels = self.test[1] if keep is None else self.test[1][keep]
         if resolution not in self._test_at:
-            self._test_at[resolution] = augment.resize_images(images, resolution)
+            self._test_at[resolution] = self._test_images_at(resolution)
         return batch_loader((self._test_at[resolution], labels), self.cfg.eval_batch_size, shuffle=False)
+
+    def _test_images_at(self, size: int) -> torch.Tensor:
+        c, keep = self.cfg, self._extrapolation_keep
+        if c.name == "shapes" and size != c.img_size:
+            images = make_shapes(c.num_test, c.img_size, c.cell, seed=c.split_seed + 1, size=size)[0]
+            images = images if self._test_keep is None else images[self._test_keep]
+        else:  # CIFAR-10 at every size (shapes at its training size): from the stored native images
+            images = self.test_native[0]
+        images = images if keep is None else images[keep]
+        return images if images.shape[-1] == size else resize_images(images, size)  # native: the pixels as stored
 
     # -------------------------------------------------------- batch transforms
     def prepare_batch(self, batch, train: bool):
-        images, labels = batch
+        """uint8 (images, labels[, size]) -> (normalized float images, labels). Training: crop, flip
+        and policy at the stored size, then (``data.train_sizes``) the resize to the batch's size."""
+        images, labels, *size = batch
         if train:
-            images = augment.random_crop(images, self.cfg.crop_padding)
+            images = augment.random_crop(images, self.crop_padding)
             if self.cfg.hflip:
                 images = augment.random_hflip(images)
             images = augment.per_image(images, self.policy)  # data.augment: one policy draw per image
+        if size:
+            images = resize_images(images, int(size[0]))  # no-op at the stored size
         return augment.normalize(images, self.mean, self.std), labels
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int):

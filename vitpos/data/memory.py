@@ -10,13 +10,18 @@ make training resumable exactly and DDP evaluation free of duplicates.
 - :class:`ShardSampler`: evaluation order, each rank a contiguous slice, never
   padded: summed over ranks, every sample is scored exactly once (unlike
   ``DistributedSampler``, which pads with repeats to equal lengths).
+- :class:`SizedBatchSampler` (multi-resolution training, ``data.train_sizes``):
+  the batches of an :class:`EpochSampler`, each tagged with the resolution it
+  trains at, drawn from ``(seed, epoch, batch index)`` alone (so exact resume
+  holds, and every DDP rank draws the same size for its batch ``i``); the
+  batch then arrives as ``(images, labels, size)``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 
 def epoch_seed(seed: int, epoch: int, *more: int) -> int:
@@ -42,7 +47,9 @@ class TensorBatches(Dataset):
 
     def __getitems__(self, indices):
         idx = torch.as_tensor(indices, dtype=torch.long)
-        return tuple(t[idx] for t in self.tensors)
+        batch = tuple(t[idx] for t in self.tensors)
+        size = getattr(indices, "size", None)  # a SizedBatch: the resolution this batch trains at
+        return batch if size is None else (*batch, size)
 
 
 class EpochSampler(Sampler[int]):
@@ -80,6 +87,41 @@ class ShardSampler(Sampler[int]):
         return iter(range(self.start, self.stop))
 
 
+_SIZE_SALT = 0x512E5
+
+
+class SizedBatch(list):
+    """A batch's indices plus ``size``, the resolution it trains at (:class:`SizedBatchSampler`)."""
+
+    size: int
+
+
+def size_of_batch(sizes: tuple[int, ...], seed: int, epoch: int, index: int) -> int:
+    """The resolution batch ``index`` of epoch ``epoch`` trains at: one of ``sizes``, uniformly,
+    from a generator seeded by ``(seed, epoch, index)`` alone (not the rank, not the global RNG)."""
+    # the salt keeps this stream apart from the epoch's permutation (SeedSequence pads with zeros, so
+    # (seed, epoch) and (seed, epoch, 0) would otherwise give the same generator)
+    gen = torch.Generator().manual_seed(epoch_seed(seed, epoch, index, _SIZE_SALT))
+    return int(sizes[int(torch.randint(len(sizes), (1,), generator=gen))])
+
+
+class SizedBatchSampler(BatchSampler):
+    """The batches of ``sampler`` (an :class:`EpochSampler`) as :class:`SizedBatch` lists, batch
+    ``i`` of epoch ``e`` tagged with :func:`size_of_batch` ``(sizes, seed, e, i)``. Lightning's
+    ``set_epoch`` reaches the sampler through ``batch_sampler.sampler``."""
+
+    def __init__(self, sampler: EpochSampler, batch_size: int, drop_last: bool, sizes, seed: int = 0):
+        super().__init__(sampler, batch_size, drop_last)
+        self.sizes, self.seed = tuple(int(s) for s in sizes), seed
+
+    def __iter__(self):
+        epoch = self.sampler.epoch
+        for i, indices in enumerate(super().__iter__()):
+            batch = SizedBatch(indices)
+            batch.size = size_of_batch(self.sizes, self.seed, epoch, i)
+            yield batch
+
+
 def _batch_as_is(batch):
     return batch
 
@@ -93,6 +135,7 @@ def batch_loader(
     seed: int = 0,
     rank: int = 0,
     world: int = 1,
+    sizes: tuple[int, ...] | None = None,
 ) -> DataLoader:
     """A DataLoader over in-memory tensors that fetches each batch by one index op
     per tensor; ``collate_fn`` receives that tuple of batched tensors.
@@ -100,19 +143,22 @@ def batch_loader(
     ``shuffle``: an :class:`EpochSampler` from ``seed`` (training); otherwise
     a :class:`ShardSampler` (evaluation). ``rank``/``world``: this process's
     share under DDP (the Trainer runs with ``use_distributed_sampler=False``).
+    ``sizes`` (training only): each batch also carries the resolution it trains at
+    (:class:`SizedBatchSampler`), as its last element.
     """
     n = len(tensors[0])
     sampler = EpochSampler(n, seed, rank, world) if shuffle else ShardSampler(n, rank, world)
+    if sizes:
+        if not shuffle:
+            raise ValueError("per-batch sizes are for training batches (shuffle=True)")
+        batching = {"batch_sampler": SizedBatchSampler(sampler, batch_size, drop_last, sizes, seed)}
+    else:
+        batching = {"batch_size": batch_size, "sampler": sampler, "drop_last": drop_last}
     # its own generator: otherwise creating the iterator draws a worker base seed
     # from the global RNG, at a point that differs between a resumed and an
     # uninterrupted run (Lightning creates a resumed epoch's iterator earlier)
     return DataLoader(
-        TensorBatches(*tensors),
-        batch_size=batch_size,
-        sampler=sampler,
-        drop_last=drop_last,
-        collate_fn=collate_fn,
-        generator=torch.Generator().manual_seed(seed),
+        TensorBatches(*tensors), **batching, collate_fn=collate_fn, generator=torch.Generator().manual_seed(seed)
     )
 
 

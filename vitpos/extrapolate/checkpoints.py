@@ -10,7 +10,6 @@ loses what was computed.
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from vitpos.cli import expand_paths, option, parse_options
 from vitpos.compare.tables import frame_to_markdown
 from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name
 from vitpos.run.checkpoint import CheckpointError, task_kind
+from vitpos.runtime import available_memory
 from vitpos.tasks.build import from_checkpoint
 from vitpos.validate import UserError
 
@@ -50,7 +50,7 @@ class ExtrapolateOptions:
     Python objects is refused.
 
     Examples:
-      python -m vitpos.extrapolate ckpt=runs/shapes/vit_micro/sincos_2d-*/seed0/checkpoints/last.ckpt
+      python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt
       python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick resolutions=[32,48] strategies=default
       python -m vitpos.extrapolate ckpt=runs/seq_copy lengths=[32,128] out=extrapolation/seq_copy
     """
@@ -119,20 +119,6 @@ def sizes_for(opts: ExtrapolateOptions, kind: str, cfg) -> list[int]:
     return sizes
 
 
-def available_memory(device: str) -> int:
-    """Bytes free now on ``device`` (CUDA: the allocator's view; CPU: MemAvailable)."""
-    if str(device).startswith("cuda") and torch.cuda.is_available():
-        return int(torch.cuda.mem_get_info(torch.device(device))[0])
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
 def memory_estimate(cfg, kind: str, size: int, num_test: int) -> tuple[int, int, int, int]:
     """(bytes, tokens, batch, bytes of the inputs) one evaluation at ``size`` needs, roughly: the attention
     logits, softmax and bias of one batch (B, H, N, N) in float32 (3 copies), the
@@ -190,17 +176,27 @@ def evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, write)
 
 
 def evaluate_checkpoints(opts: ExtrapolateOptions, write=lambda rows: None) -> tuple[list[dict], list[str]]:
-    """(rows, failures): every checkpoint of ``opts.ckpt``, one failing not stopping the others."""
+    """(rows, failures): every checkpoint of ``opts.ckpt``, one failing not stopping the others.
+
+    When no checkpoint given is usable at all (not a checkpoint, unsafe, corrupt), that is bad
+    input: the first :class:`CheckpointError` is raised (one line, exit code 2)."""
     rows: list[dict] = []
     failures: list[str] = []
+    unusable: list[CheckpointError] = []
     data_overrides = {f"data.{k}": v for k, v in opts.data.items()}
-    for path, root in find_checkpoints(opts.ckpt):
+    checkpoints = find_checkpoints(opts.ckpt)
+    for path, root in checkpoints:
         try:
             evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, lambda: write(rows))
-        except (CheckpointError, SkipCheckpoint) as err:
+        except CheckpointError as err:
+            unusable.append(err)
+            failures.append(str(err) if str(err).startswith("ckpt=") else f"{path}: {err}")
+        except SkipCheckpoint as err:
             failures.append(str(err) if str(err).startswith("ckpt=") else f"{path}: {err}")
         except Exception as err:  # noqa: BLE001  (one bad run must not lose the others)
             failures.append(f"{path}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+    if unusable and len(unusable) == len(checkpoints):
+        raise unusable[0]
     return rows, failures
 
 

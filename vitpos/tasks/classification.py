@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from timm.data import Mixup
+from timm.utils import ModelEmaV3
 
 from vitpos.models import VisionTransformer
 
@@ -36,16 +38,12 @@ class ImageClassifier(TaskModule):
         self.save_hyperparameters()
         self.ema = None
         if task.get("ema_decay", 0.0) > 0:
-            from timm.utils import ModelEmaV3
-
             self.ema = ModelEmaV3(self.model, decay=task["ema_decay"], use_warmup=task.get("ema_warmup", True))
             self.ema.requires_grad_(False)  # never trained (DDP would wait for its gradients otherwise)
             self.val_acc_raw, self.test_acc_raw = (accuracy(data["num_classes"], None) for _ in range(2))
         self.label_smoothing = task.get("label_smoothing", 0.0)
         self.mixup = None
         if task.get("mixup", 0) > 0 or task.get("cutmix", 0) > 0:
-            from timm.data import Mixup
-
             self.mixup = Mixup(
                 mixup_alpha=task.get("mixup", 0.0),
                 cutmix_alpha=task.get("cutmix", 0.0),

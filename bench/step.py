@@ -117,7 +117,7 @@ def run(
                     label = f"vitpos {name} {'compiled' if comp else 'eager'} {prec}"
                     steps[label] = make_step(model, fwd, opt, x, y, bf16)
                     kinds[label] = prec
-        times = interleaved_medians(steps, repeats)
+        times = interleaved_medians(steps, repeats, desc=f"training step, {shape}")
         header(f"training step, {shape} (d{s['dim']}/L{s['depth']}/h{s['num_heads']}), batch {batch}, 32x32, patch 4")
         tops = ", ".join(f"{p} {g:.0f} GFLOP/s = {g * 1e9 / flops:.0f} img/s" for p, g in ceiling.items())
         print(f"FLOPs per image (fwd+bwd): {flops / 1e9:.3f} GFLOP; matmul ceiling: {tops}")

@@ -13,6 +13,9 @@ import time
 from collections.abc import Callable
 
 import torch
+from tqdm.auto import tqdm
+
+from vitpos.compare.tables import markdown_table
 
 
 def _sync() -> None:
@@ -20,13 +23,16 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 2) -> dict[str, float]:
-    """Median seconds per call of each function, over ``repeats`` interleaved rounds."""
-    for fn in fns.values():
+def interleaved_medians(
+    fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 2, desc: str = "timing"
+) -> dict[str, float]:
+    """Median seconds per call of each function, over ``repeats`` interleaved rounds (a progress
+    bar on stderr counts the warm-up and the rounds: a full table takes minutes)."""
+    for fn in tqdm(fns.values(), desc=f"{desc}: warm-up (compiles)", leave=False):
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
+    for _ in tqdm(range(repeats), desc=f"{desc}: {len(fns)} rows x {repeats} rounds", leave=False):
         for name, fn in fns.items():
             _sync()
             start = time.perf_counter()
@@ -43,13 +49,8 @@ def header(title: str) -> None:
 
 
 def table(columns: list[str], rows: list[list]) -> None:
-    """A Markdown table (pastes into the README as printed)."""
-    text = [[str(c) for c in row] for row in rows]
-    widths = [max(len(columns[i]), *(len(r[i]) for r in text)) for i in range(len(columns))]
-    print("| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for r in text:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+    """A Markdown table (pastes into the docs as printed)."""
+    print(markdown_table(columns, rows, pad=True))
 
 
 def ratio_rows(times: dict[str, float], peer: str, items: int | None = None, unit: str = "img/s") -> list[list]:

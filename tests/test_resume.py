@@ -145,8 +145,8 @@ def test_a_crafted_checkpoint_is_refused_by_the_loaders_of_the_training_path(tmp
     from omegaconf import OmegaConf
 
     from vitpos.run.checkpoint import CheckpointError
-    from vitpos.tasks.classification import ImageClassifier
     from vitpos.run.resume import check_same_run
+    from vitpos.tasks.classification import ImageClassifier
 
     evil = tmp_path / "last.ckpt"
     torch.save({"state_dict": {}, "hyper_parameters": {"cfg": {}}, "payload": _RunsCode()}, evil)

@@ -6,6 +6,7 @@ from conftest import CONFIGS, require_cifar
 from hydra import compose, initialize_config_dir
 
 from vitpos.encodings import list_encodings
+from vitpos.errors import UserError
 from vitpos.run.identity import run_dir
 from vitpos.tasks.classification import ImageClassifier
 from vitpos.train import train
@@ -64,7 +65,7 @@ def test_short_run_writes_events_checkpoints_and_resumes(tmp_path):
     assert resumed["global_step"] == 2 * first_step
     assert resumed["state_dict"]["model.head.bias"].min() > 900  # started from the checkpoint, not from scratch
     assert run_dir(config(tmp_path, "encoding=rope_2d", "model.depth=2", *SHAPES_TINY)) != run  # never shared
-    with pytest.raises(FileExistsError, match="resume=auto"):
+    with pytest.raises(UserError, match="resume=false but .* pass resume=auto"):
         train(
             config(
                 tmp_path,

@@ -4,6 +4,7 @@ seeding for exact resume, atomic last.ckpt every epoch, the divergence guard).""
 from __future__ import annotations
 
 import math
+import time
 
 import lightning as L
 import torch
@@ -209,3 +210,27 @@ def divergence_hint(cfg) -> str:
     if enc:
         parts.append(f"or an encoding option out of range ({', '.join(enc)})")
     return " ".join(parts)
+
+
+class EpochLine(L.Callback):
+    """One line per epoch when the progress bar is off (``trainer.enable_progress_bar=false``, as in
+    the sweep configs), so that a long run is never silent: the epoch, the validation accuracy and
+    the minutes since the fit started."""
+
+    def __init__(self, run_name: str):
+        self.run_name = run_name
+        self.start = 0.0
+
+    def on_train_start(self, trainer, module) -> None:
+        self.start = time.perf_counter()
+
+    def on_validation_end(self, trainer, module) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero:
+            return
+        metrics = trainer.callback_metrics
+        shown = "  ".join(f"{k} {float(metrics[k]):.4f}" for k in ("train/loss", "val/loss", "val/acc") if k in metrics)
+        minutes = (time.perf_counter() - self.start) / 60
+        print(
+            f"{self.run_name}: epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {shown}  ({minutes:.1f} min)",
+            flush=True,
+        )

@@ -22,7 +22,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, Ti
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from vitpos.callbacks import DivergenceGuard, EpochSeed, LastCheckpoint, PicturesCallback, divergence_hint
+from vitpos.callbacks import DivergenceGuard, EpochLine, EpochSeed, LastCheckpoint, PicturesCallback, divergence_hint
 from vitpos.cli import progress_bar, quiet_console, summary_line
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import evaluate_module
@@ -81,6 +81,8 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     trainer_opts["use_distributed_sampler"] = False
     if trainer_opts.get("enable_progress_bar", True):
         callbacks.append(progress_bar(f"{run_label(cfg)}/seed{cfg.seed}"))
+    else:  # sweeps: one line per epoch instead of a bar
+        callbacks.append(EpochLine(f"{run_label(cfg)}/seed{cfg.seed}"))
     if not trainer_opts.setdefault("enable_model_summary", False):
         log.info(summary_line(module))  # one line instead of Lightning's table
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)
@@ -174,7 +176,7 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
             best_checkpoint=best,
         )
     print(format_metrics(metrics, out))
-    print(next_commands(out, str(cfg.task.name)))
+    print(next_commands(out, str(cfg.task.name), best))
     return metrics
 
 

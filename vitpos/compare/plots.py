@@ -73,7 +73,7 @@ def plot_extrapolation(groups: pd.DataFrame, kind: str, path: Path) -> bool:
         for c in groups.columns:
             m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
             if m and m.group(1) == kind and not math.isnan(g[c]):
-                points.append((g["task"], (g["model"], g["budget"], g["label"]), m.group(3) or "", int(m.group(2)),
+                points.append((g["task"], (g["model"], g["budget"], g["label"]), m.group(4) or "", int(m.group(2)),
                                100 * g[c], 100 * g[c.replace("_mean", "_std")]))  # fmt: skip
     if not points:
         return False

@@ -115,7 +115,19 @@ def budget_of(cfg: dict | None) -> str:
     n = data.get("train_subset") or data.get("num_train")
     size = f"{n:,} train" if isinstance(n, int) else "full train set"
     epochs = trainer.get("max_epochs")
-    return f"{data.get('name', '?')}, {size} × {epochs} epochs" if epochs is not None else f"{data.get('name')}, {size}"
+    budget = f"{data.get('name', '?')}, {size}" + (f" × {epochs} epochs" if epochs is not None else "")
+    return budget + protocol_of(data)
+
+
+def protocol_of(data: dict) -> str:
+    """The resolution protocol of an image run, when it is not the plain one (train and test at
+    the native size): runs of different protocols land in different report sections."""
+    native, train, sizes = data.get("native_size"), data.get("img_size"), data.get("train_sizes")
+    if sizes:
+        return f", trained at {min(sizes)}-{max(sizes)} px" + (f" (native {native})" if native else "")
+    if native and train and native != train:
+        return f", trained at {train} px (native {native})"
+    return ""
 
 
 def make_run(path: Path, runs_dir: Path, recursive: bool = True) -> Run:

@@ -18,7 +18,8 @@ import pandas as pd
 
 from vitpos.compare.tables import markdown_table
 
-EXTRAP = re.compile(r"^test/acc@(res|len)(\d+)(?:/(.+))?$")  # test/acc@res48, test/acc@len256/ntk
+# test/acc@res48, test/acc@res48up (upsampled: no new detail), test/acc@len256/ntk
+EXTRAP = re.compile(r"^test/acc@(res|len)(\d+)(up)?(?:/(.+))?$")
 HASH = re.compile(r"-[0-9a-f]{6}$")  # the config hash of a run folder name (vitpos.run.identity)
 KIND_TITLE = {"res": "resolution (pixels)", "len": "sequence length (tokens)"}
 
@@ -75,11 +76,12 @@ def fmt_minutes(minutes: float) -> str:
 
 def strategy_tables(groups: pd.DataFrame, names: dict[str, str], kind: str) -> list[str]:
     """One Markdown table per strategy: rows the labels that have it, columns the sizes."""
-    found: dict[str, dict[int, str]] = {}  # strategy -> size -> column
+    found: dict[str, dict[tuple[int, str], str]] = {}  # strategy -> (size, "" | " (upsampled)") -> column
     for c in groups.columns:
         m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
         if m and m.group(1) == kind and groups[c].notna().any():
-            found.setdefault(m.group(3) or "", {})[int(m.group(2))] = c.removesuffix("_mean")
+            size = (int(m.group(2)), " (upsampled)" if m.group(3) else "")
+            found.setdefault(m.group(4) or "", {})[size] = c.removesuffix("_mean")
     parts = []
     for strategy in sorted(found, key=lambda s: (s != "", s)):
         sizes = sorted(found[strategy])
@@ -89,7 +91,12 @@ def strategy_tables(groups: pd.DataFrame, names: dict[str, str], kind: str) -> l
             cells = [fmt(g[f"{found[strategy][n]}_mean"], g[f"{found[strategy][n]}_std"], g["seeds"]) for n in sizes]
             if any(cells):
                 rows.append([f"`{names[g['label']]}`", *cells])
-        parts += [f"#### test/acc vs {KIND_TITLE[kind]}: {title}", "", markdown_table(["label", *sizes], rows), ""]
+        parts += [
+            f"#### test/acc vs {KIND_TITLE[kind]}: {title}",
+            "",
+            markdown_table(["label", *(f"{n}{up}" for n, up in sizes)], rows),
+            "",
+        ]
     return parts
 
 

@@ -81,7 +81,7 @@ def metric_order(name: str) -> tuple:
     """Sort key: val, test/acc, test/loss, acc@res by size, acc@len by length, the rest."""
     m = EXTRAP.match(name)
     if m:
-        return (2 if m.group(1) == "res" else 3, int(m.group(2)), m.group(3) or "")
+        return (2 if m.group(1) == "res" else 3, int(m.group(2)), m.group(4) or "")
     fixed = ["val/acc_best", "val/acc_final", "test/acc", "test/acc_raw", "test/loss", "time/fit_min", "time/eval_min"]
     return (0, fixed.index(name), "") if name in fixed else (4, 0, name)
 

@@ -1,13 +1,17 @@
-"""Markdown tables without extra dependencies (pandas' ``to_markdown`` needs tabulate)."""
+"""The one Markdown-table helper (reports, extrapolation tables, benchmarks); no extra
+dependency (pandas' ``to_markdown`` needs tabulate)."""
 
 from __future__ import annotations
 
 
-def markdown_table(header: list[str], rows: list[list]) -> str:
-    """A GitHub Markdown table; cells are printed with ``str``."""
-    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
-    return "\n".join(lines)
+def markdown_table(header: list[str], rows: list[list], pad: bool = False) -> str:
+    """A GitHub Markdown table; cells are printed with ``str``. ``pad``: columns padded to one
+    width, for reading in a terminal (benchmarks print their tables)."""
+    cells = [[str(c) for c in header], *([str(c) for c in row] for row in rows)]
+    widths = [max(len(r[i]) for r in cells) if pad else 0 for i in range(len(header))]
+    rule = "|" + "|".join("-" * (w + 2) if pad else "---" for w in widths) + "|"
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in cells]
+    return "\n".join([lines[0], rule, *lines[1:]])
 
 
 def frame_to_markdown(frame, cell=str) -> str:

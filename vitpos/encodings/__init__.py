@@ -7,7 +7,7 @@ This package imports torch and itself only: the folder can be copied into
 another project as it is.
 """
 
-from . import absolute, alibi, combo, cpe, relative, rope, sincos, t5_bias  # noqa: F401  (register the encodings)
+from . import absolute, alibi, combo, cpe, lookhere, relative, rope, sincos, t5_bias  # noqa: F401  (register them)
 from .base import (
     EncodingContext,
     Grid,

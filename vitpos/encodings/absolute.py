@@ -38,6 +38,13 @@ class _ResizableTable(PositionalEncoding):
     shrinks, so an enlarged table is plain bicubic; ``always`` antialiases up
     and down, as timm's ``resample_abs_pos_embed`` (whose antialiased kernel
     is a slightly different cubic even when enlarging).
+
+    Multi-resolution training (ResFormer, FlexiViT): in training mode a grid
+    other than the training grid always resamples the table, whatever the
+    strategy says (``error`` refuses only in evaluation), bicubically in 2D as
+    timm's ``resample_abs_pos_embed``. The resize runs in the forward pass on
+    the parameter itself, never on a cached copy, so the gradient of every
+    grid reaches the one trained table.
     """
 
     strategies = ("interpolate", "error")
@@ -51,7 +58,8 @@ class _ResizableTable(PositionalEncoding):
         return self.antialias == "always" or any(n < nt for n, nt in zip(grid, self.train_grid))
 
     def _check_grid(self, grid: Grid) -> None:
-        if self.strategy == "error":
+        """Refuse ``grid`` under ``error``, in evaluation only (training at any grid resamples)."""
+        if self.strategy == "error" and not self.training:
             raise ValueError(
                 f"encoding '{self.name}' was trained on the grid {self.train_grid} and got {grid}; "
                 "set encoding.strategy=interpolate to resample its table"

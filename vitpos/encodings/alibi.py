@@ -1,4 +1,4 @@
-"""ALiBi: attention with linear biases (Press, Smith & Lewis, ICLR 2022).
+"""ALiBi: attention with linear biases (Press, Smith & Lewis, ICLR 2022), on sequences and on images.
 
 No position parameters and nothing added to the tokens: head h adds
 ``-m_h * |i - j|`` to the logit of query i on key j, with the fixed geometric
@@ -14,6 +14,17 @@ with ``model.causal=true``, as the paper does.
 
 Any length works as is (the paper's point), hence the single strategy
 ``extrapolate``. Prefix (class) tokens, if any, get no bias.
+
+``alibi_2d`` carries the same slopes to images: ``-m_h * ||p_i - p_j||``, the
+Euclidean distance between the centres of patches i and j in patches (the
+"2D-ALiBi" baseline of LookHere, Fuller et al. 2024). Like the symmetric 1D
+form it carries no direction: it sees the offset (dy, dx) only through its
+length, so a mirrored or rotated grid gets the same bias (``lookhere`` adds
+the directions). One
+deliberate difference from that baseline: the LookHere authors' 2D-ALiBi gives
+12 heads the four slopes 1/4 .. 1/256 three times each (``get_none_slopes`` in
+GreenCUBIC/lookhere, lookhere.py), we give every head its own slope 2^(-8h/H)
+as Press et al.; the two agree for 4 heads.
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
-from .functional import alibi_slopes
+from .functional import alibi_slopes, euclidean_distance_2d
 
 
 def alibi_bias(slopes: torch.Tensor, n: int) -> torch.Tensor:
@@ -30,6 +41,16 @@ def alibi_bias(slopes: torch.Tensor, n: int) -> torch.Tensor:
     pos = torch.arange(n, dtype=torch.float32)
     distance = (pos[:, None] - pos[None, :]).abs()  # (n, n), |i - j|
     return -slopes.float()[:, None, None] * distance[None]  # (H, n, n)
+
+
+def alibi_2d_bias(slopes: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """(H, N, N) float32 bias -slope_h * ||p_i - p_j|| on a row-major h x w patch grid."""
+    return -slopes.float()[:, None, None] * euclidean_distance_2d(h, w)[None]  # (H, N, N)
+
+
+def pad_prefix(bias: torch.Tensor, prefix: int) -> torch.Tensor:
+    """(..., N, N) -> (..., P + N, P + N): zero rows and columns for the prefix (class) tokens."""
+    return F.pad(bias, (prefix, 0, prefix, 0)) if prefix else bias
 
 
 @register
@@ -51,10 +72,44 @@ class ALiBi(PositionalEncoding):
         key = (n, str(device), dtype)
 
         def build() -> torch.Tensor:
-            bias = alibi_bias(self.slopes.cpu(), n)
-            p = self.num_prefix_tokens
-            if p:
-                bias = F.pad(bias, (p, 0, p, 0))  # prefix rows/columns: no bias
+            bias = pad_prefix(alibi_bias(self.slopes.cpu(), n), self.num_prefix_tokens)  # prefix: no bias
+            return bias.to(device=device, dtype=dtype)
+
+        return cached_table(self._cache, key, build)
+
+    def no_weight_decay(self) -> set[str]:
+        return set()  # no parameters
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, slopes={[round(s, 5) for s in self.slopes.tolist()]}"
+
+
+@register
+class ALiBi2D(PositionalEncoding):
+    """ALiBi on the patch grid: head h adds ``-m_h * ||p_i - p_j||`` (Euclidean
+    distance between patch centres, in patches), with the slopes of ``alibi``.
+
+    No parameters; any grid works as is (strategy ``extrapolate``, the only
+    one). The bias is built once per grid, device and dtype, and every block
+    gets that same tensor. Class tokens are neither biased nor penalized.
+    """
+
+    name = "alibi_2d"
+    grid_dims = (2,)
+    strategies = ("extrapolate",)
+
+    def __init__(self, ctx: EncodingContext, strategy: str | None = None):
+        super().__init__(ctx, strategy)
+        self.register_buffer("slopes", alibi_slopes(ctx.num_heads), persistent=False)  # (H,)
+        self._cache: dict[tuple, torch.Tensor] = {}
+
+    def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """(H, P + N, P + N), the same tensor for every block; cached per grid/device/dtype."""
+        h, w = grid
+        key = (h, w, str(device), dtype)
+
+        def build() -> torch.Tensor:
+            bias = pad_prefix(alibi_2d_bias(self.slopes.cpu(), h, w), self.num_prefix_tokens)
             return bias.to(device=device, dtype=dtype)
 
         return cached_table(self._cache, key, build)

@@ -75,6 +75,19 @@ def grid_coords(h: int, w: int, device=None) -> torch.Tensor:
     return torch.stack([ys.flatten(), xs.flatten()], -1).float()
 
 
+def key_offsets_2d(h: int, w: int) -> torch.Tensor:
+    """(N, N, 2) float32 offsets (dy, dx) = p_key - p_query between the patch
+    centres of a row-major h x w grid, in patches; rows grow downwards (dy > 0:
+    the key lies below the query). Note the sign: Swin's index uses q - k."""
+    coords = grid_coords(h, w)  # (N, 2)
+    return coords[None, :, :] - coords[:, None, :]  # (N_query, N_key, 2)
+
+
+def euclidean_distance_2d(h: int, w: int) -> torch.Tensor:
+    """(N, N) float32 Euclidean distance between the centres of patches i and j, in patches."""
+    return key_offsets_2d(h, w).norm(dim=-1)
+
+
 # ----------------------------------------------------------------- resampling
 
 

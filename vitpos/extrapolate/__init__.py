@@ -5,6 +5,22 @@ names ``test/acc@res{R}`` / ``test/acc@len{L}``), used at the end of training;
 ``checkpoints.py`` evaluates saved checkpoints (``python -m vitpos.extrapolate``).
 """
 
-from .evaluate import choose_strategies, evaluate_module, evaluate_sizes, metric_name, strategies_of
+from .evaluate import (
+    UPSAMPLED,
+    choose_strategies,
+    evaluate_module,
+    evaluate_sizes,
+    metric_name,
+    resampling_of,
+    strategies_of,
+)
 
-__all__ = ["choose_strategies", "evaluate_module", "evaluate_sizes", "metric_name", "strategies_of"]
+__all__ = [
+    "UPSAMPLED",
+    "choose_strategies",
+    "evaluate_module",
+    "evaluate_sizes",
+    "metric_name",
+    "resampling_of",
+    "strategies_of",
+]

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from vitpos.cli import expand_paths, option, parse_options
 from vitpos.compare.tables import frame_to_markdown
-from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name
+from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name, resampling_of
 from vitpos.run.checkpoint import CheckpointError, task_kind
 from vitpos.runtime import available_memory
 from vitpos.tasks.build import from_checkpoint
@@ -170,8 +170,10 @@ def evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, write)
             failures.append(f"{path}: {OPTION[kind]}={size}: {type(err).__name__}: {str(err).splitlines()[0]}")
             continue
         for strategy in strategies:
-            acc = results[metric_name(kind, size, strategy, default)]
-            rows.append({"run": label, "strategy": strategy, "kind": kind, "size": size, "acc": acc})
+            resampling = resampling_of(datamodule, kind, size)
+            acc = results[metric_name(kind, size, strategy, default, resampling)]
+            row = {"run": label, "strategy": strategy, "kind": kind, "size": size, "resampling": resampling}
+            rows.append({**row, "acc": acc})
         write()
 
 
@@ -207,8 +209,12 @@ def write_outputs(rows: list[dict], out: Path, plot: bool = True) -> str:
     out.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(rows)
     frame.to_csv(out / "extrapolation.csv", index=False)
-    table = frame.pivot_table(index=["run", "strategy"], columns="size", values="acc", sort=False, dropna=False)
-    table = table[sorted(table.columns)]
+    upsampled = frame.get("resampling", pd.Series("native", index=frame.index)) == "upsampled"
+    frame["column"] = [f"{s} (upsampled)" if up else str(s) for s, up in zip(frame["size"], upsampled)]
+    order = frame.drop_duplicates("column").sort_values("size")["column"].tolist()
+    table = frame.pivot_table(index=["run", "strategy"], columns="column", values="acc", sort=False, dropna=False)
+    table = table[order]
+    frame = frame.drop(columns="column")
     text = frame_to_markdown(table, cell=lambda v: "refused" if math.isnan(v) else f"{100 * v:.1f}")
     (out / "extrapolation.md").write_text(text + "\n")
     if plot:
@@ -225,11 +231,16 @@ def plot_curves(frame, path: Path) -> None:
     ax = fig.add_subplot()
     for (run, strategy), part in frame.groupby(["run", "strategy"], sort=False):
         part = part.sort_values("size")
-        ax.plot(part["size"], 100 * part["acc"], marker="o", label=f"{run} ({strategy})")
+        line = ax.plot(part["size"], 100 * part["acc"], marker="o", label=f"{run} ({strategy})")[0]
+        if "resampling" in part:  # upsampled sizes (no new detail): hollow markers
+            up = part[part["resampling"] == "upsampled"]
+            ax.plot(up["size"], 100 * up["acc"], "o", mfc="white", color=line.get_color())
     kinds = set(frame["kind"])
     xlabel = {"res": "test resolution (pixels)", "len": "test length (tokens)"}
     ax.set_xlabel(xlabel[kinds.pop()] if len(kinds) == 1 else "test resolution (pixels) or length (tokens)")
     ax.set_ylabel("test accuracy (%)")
+    if "resampling" in frame and (frame["resampling"] == "upsampled").any():
+        ax.set_title("hollow markers: upsampled test images (larger grid, no new detail)", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.savefig(path, dpi=120)

@@ -5,9 +5,14 @@ size, run the test set at that size (``datamodule.test_dataloader_at(size)``)
 and record ``test/acc@res{R}`` (images) or ``test/acc@len{L}`` (sequences);
 strategies other than the encoding's default get a ``/<strategy>`` suffix.
 
+Images above the data set's native resolution are *upsampled* copies (a larger
+token grid, no new detail): their tags say so, ``test/acc@res{R}up``, so that
+a table or plot never mixes them with sizes that carry real pixels (the
+datamodule's ``resampling(size)``: native, downsampled or upsampled).
+
 Standalone, on one or more checkpoints::
 
-    python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick/rope_2d/seed0/checkpoints/last.ckpt \
+    python -m vitpos.extrapolate ckpt=runs/<group>/<model>/<label>-<hash>/seed0/checkpoints/last.ckpt \
         strategies=all resolutions=[16,24,32,40,48,64] out=extrapolation
 
 prints a table and writes ``extrapolation.csv`` and ``extrapolation.png``.
@@ -50,8 +55,18 @@ def choose_strategies(pe, spec) -> list[str]:
     return [str(s) for s in spec]
 
 
-def metric_name(kind: str, size: int, strategy: str, default: str) -> str:
-    name = f"test/acc@{kind}{size}"
+UPSAMPLED = "up"  # tag suffix of sizes above the native resolution: test/acc@res48up
+
+
+def resampling_of(datamodule, kind: str, size: int) -> str:
+    """``native``, ``downsampled`` or ``upsampled`` for an image size (the datamodule knows its
+    data's native resolution); ``native`` for sequence lengths (every length is generated)."""
+    answer = getattr(datamodule, "resampling", None)
+    return answer(size) if kind == "res" and answer is not None else "native"
+
+
+def metric_name(kind: str, size: int, strategy: str, default: str, resampling: str = "native") -> str:
+    name = f"test/acc@{kind}{size}" + (UPSAMPLED if resampling == "upsampled" else "")
     return name if strategy == default else f"{name}/{strategy}"
 
 
@@ -86,7 +101,7 @@ def evaluate_sizes(
             bar.set_description(f"test at {what} {size}" + (f" ({strategy})" if len(strategies) > 1 else ""))
             pe.strategy = strategy
             loss_sum, correct, count = 0.0, 0, 0
-            name = metric_name(kind, size, strategy, default)
+            name = metric_name(kind, size, strategy, default, resampling_of(datamodule, kind, size))
             try:
                 for batch in itertools.islice(datamodule.test_dataloader_at(size), max_batches):
                     batch = move_data_to_device(batch, device)

@@ -49,6 +49,9 @@ NOT_DEFINING = {
         "default_root_dir",
     },
 }
+#: keys added after runs existed, with the values that mean "as before": left out of the hash at
+#: those values, so that a run folder made before the key existed is found again (and resumes)
+ADDED_KEYS = {"data": {"train_sizes": (None,), "native_size": (None, 32)}}
 MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 
 
@@ -59,6 +62,9 @@ def identity(cfg: DictConfig | dict) -> dict:
     for section in RUN_DEFINING:
         values = plain.get(section) or {}
         out[section] = {k: v for k, v in values.items() if k not in NOT_DEFINING.get(section, ())}
+        for key, as_before in ADDED_KEYS.get(section, {}).items():
+            if out[section].get(key, None) in as_before:
+                out[section].pop(key, None)
     if "precision" in out["trainer"]:  # auto: what it resolves to here (vitpos/runtime.py)
         out["trainer"]["precision"] = trainer_precision(plain.get("trainer") or {})
     if out["data"].get("fingerprint") is None:  # what the run trains on, not where it lies (data.root)
@@ -106,11 +112,17 @@ def run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run.root) / str(cfg.run.group) / model_name(cfg) / name / f"seed{cfg.seed}"
 
 
-def next_commands(folder: Path, task: str) -> str:
-    """What to run next to look at the run in ``folder`` (printed at the end of training)."""
+def next_commands(folder: Path, task: str, best: str | Path | None = None) -> str:
+    """What to run next to look at the run in ``folder`` (printed at the end of training).
+
+    The tools get ``best``, the checkpoint that ``test/acc`` scored, when there is one, so that
+    their numbers match the ones printed at the end of training (``last.ckpt`` holds the last
+    epoch, which may differ)."""
     runs = folder.parents[3] if len(folder.parents) > 3 else folder.parent
     group = folder.parents[2] if len(folder.parents) > 2 else folder.parent
-    ckpt = folder / "checkpoints" / "last.ckpt"
+    ckpt = Path(best) if best else folder / "checkpoints" / "last.ckpt"
+    if ckpt.is_absolute() and not folder.is_absolute() and ckpt.is_relative_to(Path.cwd()):
+        ckpt = ckpt.relative_to(Path.cwd())  # as the run folder is printed
     lines = [
         "next:",
         f"  tensorboard --logdir {runs}",

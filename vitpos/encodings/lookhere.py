@@ -1,0 +1,218 @@
+"""LookHere (Fuller et al., NeurIPS 2024): directed attention heads with a distance penalty.
+
+Each head looks one way: a query attends only to keys inside its head's field
+of view (FOV), a cone of ``fov`` degrees around the head's direction, and pays
+a penalty proportional to the Euclidean distance between the two patches. Some
+heads ("free" heads) have no direction and only the penalty, as 2D-ALiBi.
+Nothing is learned and nothing is added to the tokens; the bias depends on the
+offset between two patches only, so any grid works as is (strategy
+``extrapolate``, the only one) and the model stays translation-equivariant.
+
+For block l and head h, query i and key j (offset p_j - p_i)::
+
+    bias = -g * s_l * s_h * ||p_j - p_i||   if j is in head h's field of view of i
+           masked (a large negative)        otherwise
+
+Conventions taken from the authors' code (GreenCUBIC/lookhere, ``lookhere.py``
+at 889d2e6: ``create_lh_layer_tensor`` / ``create_lh_bias_tensor`` /
+``LookHere.set_pos_embed``):
+
+- Directions are image directions: "up" looks towards row 0 (the top of the
+  image), "right" towards the last column; a mask names the direction a head
+  looks ("means the direction we are looking"). Every region is closed: a
+  "right" half-plane holds the keys whose column is >= the query's, a "up"
+  cone the keys with dy <= -|dx|; so the query always sees itself and a key on
+  a boundary line (same row, same column or a diagonal) is seen.
+- Distance: Euclidean, in patches, between grid coordinates (their ``pdist``;
+  "linear", the default of their ``distance``).
+- Slopes: the penalty is ``global_slope * layer_slope * head_slope``; layer
+  slopes run linearly from the first to the last block (``np.linspace``);
+  directed heads have slope 1/2, halved each time a group of four directions
+  repeats (``get_slopes``); free heads 1/4, 1/16, 1/64, 1/256 (``get_none_slopes``).
+- Masked entries: a finite most-negative value, never -inf (theirs: bfloat16's
+  largest finite value, negated), so no row turns into NaN.
+- The class token is neither masked nor penalized: its row and column are zero
+  (the zero rows/columns concatenated in ``set_pos_embed``).
+- The paper's three variants LH-180, LH-90, LH-45 (``fov``) are the released
+  checkpoints ``LH_{180,90,45}_weights_and_config.pth``; LH-180 is the first
+  and the one the README loads, so it is the default here. Their configs live in
+  those checkpoints; the values below are those of the co-author's segmentation
+  configs that load them (DanielKyr/mmsegmentation, configs/lookhere/LH2-ADE.py,
+  LH4-ADE.py, LH8-ADE.py): head directions ``halves-diagonals-none``,
+  ``corners-triangles-none`` and ``eighths1-eighths2-none``, global slope 2,
+  layer slopes 1.5 -> 0.5. For ViT-B's 12 heads: 4 heads look in one direction
+  each of the first group, 4 in the second group, 4 are free.
+
+The two groups of four directions per variant (angles in degrees,
+counterclockwise from "right", so up = 90)::
+
+    fov 180: half-planes  up, down, left, right  |  up-right, down-left, up-left, down-right
+    fov  90: quadrants    up-left, down-right, up-right, down-left  |  cones up, down, left, right
+    fov  45: wedges       112.5, 292.5, 247.5, 67.5  |  157.5, 337.5, 22.5, 202.5
+
+Deliberate differences from the authors' code:
+
+- Any number of heads. Theirs takes 12 or 16 heads for these layouts (4 and 6
+  for some others). Here ``free_heads`` defaults to H // 3 (4 of 12, as the
+  paper) and the directed heads to the rest, rounded down to an even number
+  (the odd one becomes free), so directed heads come in opposite pairs; they
+  take the directions above in order, cycling. So 12 heads: the paper's
+  layout (the same heads; their order within a group differs, and heads are
+  interchangeable); 6 heads: 4 directed + 2 free (as theirs); 4 heads: up,
+  down + 2 free; 3 heads: up, down + 1 free; 2 heads: up, down. Set
+  ``free_heads=0`` for four directed heads on a 4-head model. Free heads past
+  the fourth continue 4^-k instead of repeating the four slopes.
+- The masked value is ``finfo(dtype).min / 2`` in the dtype the bias is built
+  in (theirs: bfloat16's most negative value, in float32): the same zero
+  probability, with room to add a second bias in a combination without
+  overflowing to -inf.
+- The penalty is computed in float32 and cast to the compute dtype (theirs is
+  rounded to bfloat16 even for a float32 model).
+- Only their defaults: linear distance, masked fill "inf"; their appendix
+  ablations ("sqrt"/"square" distances, "center"/"zero" heads, fills "zero" or
+  "max") are not built.
+- The bias is built on first use for each grid and cached (theirs: rebuilt by
+  an explicit ``set_pos_embed(grid)`` call).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from .alibi import pad_prefix
+from .base import EncodingContext, Grid, OptionError, PositionalEncoding, cached_table, check_positive, register
+from .functional import key_offsets_2d
+
+# Directions per field of view, ordered so that each pair is opposite; the first four are the
+# authors' first group (halves, corners, eighths1 paired with its opposite), the next four the second.
+LAYOUTS: dict[int, tuple[float, ...]] = {
+    180: (90.0, 270.0, 180.0, 0.0, 45.0, 225.0, 135.0, 315.0),
+    90: (135.0, 315.0, 45.0, 225.0, 90.0, 270.0, 180.0, 0.0),
+    45: (112.5, 292.5, 247.5, 67.5, 157.5, 337.5, 22.5, 202.5),
+}
+DIRECTED_SLOPE = 0.5  # a directed head's slope, halved at each repeat of its direction
+
+
+def field_of_view(offsets: torch.Tensor, angle: float | None, fov: float) -> torch.Tensor:
+    """(N, N) bool: key j lies in the closed cone of ``fov`` degrees around ``angle``, seen from query i.
+
+    offsets: (N, N, 2) (dy, dx) = p_key - p_query with rows growing downwards.
+    ``angle`` in degrees, counterclockwise from "right" (up = 90); None: every key.
+    The query's own position (offset 0) is always inside.
+    """
+    if angle is None:
+        return torch.ones(offsets.shape[:2], dtype=torch.bool)
+    off = offsets.double()
+    x, y = off[..., 1], -off[..., 0]  # y up
+    along = x * math.cos(math.radians(angle)) + y * math.sin(math.radians(angle))  # projection on the direction
+    # inside iff the angle to the direction is <= fov/2; 1e-9: boundary rays (rows, columns, diagonals) are inside
+    return along >= torch.hypot(x, y) * math.cos(math.radians(fov / 2)) - 1e-9
+
+
+def head_layout(num_heads: int, fov: int, free_heads: int | None = None) -> tuple[list[float | None], list[float]]:
+    """Per head: its direction (degrees; None for a free head) and its head slope (see the module docstring)."""
+    if free_heads is None:
+        free_heads = num_heads - 2 * ((num_heads - num_heads // 3) // 2)
+    directions = LAYOUTS[fov]
+    angles: list[float | None] = [directions[i % len(directions)] for i in range(num_heads - free_heads)]
+    slopes = [DIRECTED_SLOPE * 0.5 ** (i // len(directions)) for i in range(len(angles))]
+    angles += [None] * free_heads
+    slopes += [4.0 ** -(k + 1) for k in range(free_heads)]
+    return angles, slopes
+
+
+def lookhere_penalty(h: int, w: int, slopes: torch.Tensor) -> torch.Tensor:
+    """(..., N, N) float32 -slope * ||p_j - p_i|| for slopes (...,) on a row-major h x w grid."""
+    distance = key_offsets_2d(h, w).norm(dim=-1)  # (N, N)
+    return -slopes.float()[..., None, None] * distance
+
+
+def lookhere_visible(h: int, w: int, angles: Sequence[float | None], fov: float) -> torch.Tensor:
+    """(H, N, N) bool: which keys each head's query may see on a row-major h x w grid."""
+    offsets = key_offsets_2d(h, w)
+    return torch.stack([field_of_view(offsets, a, fov) for a in angles])
+
+
+@register
+class LookHere(PositionalEncoding):
+    """Directed heads (a field of view each) plus a Euclidean distance penalty
+    whose slope varies per head and per block. See the module docstring for the
+    conventions and the differences from the authors' code.
+
+    Options: ``fov`` 180 (default, LH-180) | 90 | 45; ``global_slope`` (2);
+    ``layer_slopes`` [first block, last block] (1.5, 0.5); ``free_heads``
+    (null: H // 3, directed heads rounded to an even number).
+    """
+
+    name = "lookhere"
+    grid_dims = (2,)
+    strategies = ("extrapolate",)
+
+    def __init__(
+        self,
+        ctx: EncodingContext,
+        strategy: str | None = None,
+        fov: int = 180,
+        global_slope: float = 2.0,
+        layer_slopes: Sequence[float] = (1.5, 0.5),
+        free_heads: int | None = None,
+    ):
+        super().__init__(ctx, strategy)
+        if fov not in LAYOUTS:
+            raise OptionError(
+                "encoding.fov", f"unknown fov {fov!r} for encoding 'lookhere'; valid: 180, 90, 45 (encoding.fov=...)"
+            )
+        check_positive("global_slope", global_slope, "e.g. the paper's 2.0")
+        is_pair = isinstance(layer_slopes, Sequence) and not isinstance(layer_slopes, str) and len(layer_slopes) == 2
+        if not is_pair:
+            raise OptionError(
+                "encoding.layer_slopes",
+                f"encoding.layer_slopes takes [first block, last block], got {layer_slopes!r} (e.g. the paper's [1.5, 0.5])",
+            )
+        for s in layer_slopes:
+            check_positive("layer_slopes", s, "e.g. the paper's [1.5, 0.5]")
+        if free_heads is not None and (
+            isinstance(free_heads, bool) or not isinstance(free_heads, int) or not 0 <= free_heads <= ctx.num_heads
+        ):
+            raise OptionError(
+                "encoding.free_heads",
+                f"encoding.free_heads must be an integer in [0, model.num_heads={ctx.num_heads}] or null, "
+                f"got {free_heads!r} (null: num_heads // 3)",
+            )
+        self.fov, self.global_slope, self.layer_slopes = fov, float(global_slope), [float(s) for s in layer_slopes]
+        self.angles, head_slopes = head_layout(ctx.num_heads, fov, free_heads)
+        layer = torch.linspace(self.layer_slopes[0], self.layer_slopes[1], ctx.depth)  # (depth,)
+        slopes = self.global_slope * layer[:, None] * torch.tensor(head_slopes)[None, :]  # (depth, H)
+        self.register_buffer("slopes", slopes, persistent=False)
+        self._cache: dict[tuple, tuple[torch.Tensor, ...]] = {}
+
+    def biases(self, grid: Grid, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """One (H, P + N, P + N) bias per block, built together once per grid/device/dtype."""
+        h, w = grid
+        key = (h, w, str(device), dtype)
+
+        def build() -> tuple[torch.Tensor, ...]:
+            penalty = lookhere_penalty(h, w, self.slopes.cpu())  # (depth, H, N, N) float32
+            hidden = ~lookhere_visible(h, w, self.angles, self.fov)  # (H, N, N)
+            # filled after the cast: float32's min/2 would turn into -inf in float16
+            bias = penalty.to(dtype).masked_fill(hidden, torch.finfo(dtype).min / 2)
+            return pad_prefix(bias, self.num_prefix_tokens).to(device).unbind(0)  # class token: zero rows/columns
+
+        return cached_table(self._cache, key, build)
+
+    def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """(H, P + N, P + N) for block ``block``."""
+        return self.biases(grid, device, dtype)[block]
+
+    def no_weight_decay(self) -> set[str]:
+        return set()  # no parameters
+
+    def extra_repr(self) -> str:
+        heads = ["free" if a is None else f"{a:g}" for a in self.angles]
+        return (
+            f"{super().extra_repr()}, fov={self.fov}, heads={heads}, global_slope={self.global_slope:g}, "
+            f"layer_slopes={self.layer_slopes}"
+        )

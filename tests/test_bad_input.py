@@ -69,6 +69,10 @@ TRAIN_CASES = [
     ("seq-length-100000", [*SEQ, "eval.lengths=[64,100000]"], "eval.lengths"),
     ("seq-length-zero", [*SEQ, "eval.lengths=[0]"], "eval.lengths[0]"),
     ("seq-train-len", [*SEQ, "data.train_len=0"], "data.train_len"),
+    ("train-sizes-patch", ["data.train_sizes=[16,18]"], "data.train_sizes[1]"),
+    ("native-size-shapes", ["data.native_size=32"], "data.native_size"),
+    ("run-model-escapes", ["run.model=../../../y"], "run.model"),
+    ("threads-bad", ["threads=-3"], "threads"),
 ]
 
 

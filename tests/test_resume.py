@@ -86,6 +86,7 @@ def test_sigkill_mid_epoch_then_rerun_is_bitwise_identical_and_a_finished_run_is
         assert torch.equal(value, state_b["state_dict"][name]), name
     metrics = [json.loads((last_ckpt(r).parent.parent / "metrics.json").read_text()) for r in (a, b)]
     assert metrics[0]["status"] == metrics[1]["status"] == "complete"
+
     def scores(m: dict) -> dict:  # what was learned; time/* (minutes of fitting, evaluating) differs by nature
         return {k: v for k, v in m["metrics"].items() if not k.startswith("time/")}
 

@@ -206,6 +206,28 @@ def check_sizes(c: dict, image: bool) -> None:
                 f"{r!r} is not a multiple of model.patch_size={patch}",
                 f"e.g. {' or '.join(map(str, good))}",
             )
+    check_train_sizes(c["data"], patch)
+
+
+def check_train_sizes(data: dict, patch: int) -> None:
+    """``data.train_sizes`` (multi-resolution training): null, or sizes the patches tile;
+    ``data.native_size``: null or a positive integer, and null for generated shapes."""
+    sizes = data.get("train_sizes")
+    if sizes is not None:
+        if not isinstance(sizes, list) or not sizes:
+            raise UserError("data.train_sizes", f"must be null or a list of sizes, got {sizes!r}", "e.g. [16,24,32]")
+        for i, r in enumerate(sizes):
+            if not isinstance(r, int) or isinstance(r, bool) or r < patch or r % patch:
+                raise UserError(
+                    f"data.train_sizes[{i}]",
+                    f"{r!r} is not a multiple of model.patch_size={patch}",
+                    f"use multiples of {patch}, e.g. data.train_sizes=[{2 * patch},{3 * patch},{4 * patch}]",
+                )
+    native = data.get("native_size")
+    if native is not None and (not isinstance(native, int) or isinstance(native, bool) or native < 1):
+        raise UserError("data.native_size", f"must be a positive integer or null, got {native!r}", "CIFAR-10: 32")
+    if native is not None and data.get("name") == "shapes":
+        raise UserError("data.native_size", "generated shapes are drawn at every size", "leave data.native_size=null")
 
 
 def image_counts(data: dict) -> tuple[int, int, str] | None:

@@ -69,7 +69,7 @@ class ALiBi(PositionalEncoding):
     def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """(H, P + N, P + N), the same for every block; cached per length/device/dtype."""
         (n,) = grid
-        key = (n, str(device), dtype)
+        key = (n, str(device), str(dtype))  # strings: dynamo guards on the key, and cannot rebuild a dtype
 
         def build() -> torch.Tensor:
             bias = pad_prefix(alibi_bias(self.slopes.cpu(), n), self.num_prefix_tokens)  # prefix: no bias
@@ -106,7 +106,7 @@ class ALiBi2D(PositionalEncoding):
     def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """(H, P + N, P + N), the same tensor for every block; cached per grid/device/dtype."""
         h, w = grid
-        key = (h, w, str(device), dtype)
+        key = (h, w, str(device), str(dtype))  # strings: dynamo cannot guard on a dtype key
 
         def build() -> torch.Tensor:
             bias = pad_prefix(alibi_2d_bias(self.slopes.cpu(), h, w), self.num_prefix_tokens)

@@ -165,15 +165,16 @@ class LookHere(PositionalEncoding):
             raise OptionError(
                 "encoding.fov", f"unknown fov {fov!r} for encoding 'lookhere'; valid: 180, 90, 45 (encoding.fov=...)"
             )
-        check_positive("global_slope", global_slope, "e.g. the paper's 2.0")
+        check_positive("global_slope", global_slope, "e.g. the authors' 2.0")
         is_pair = isinstance(layer_slopes, Sequence) and not isinstance(layer_slopes, str) and len(layer_slopes) == 2
         if not is_pair:
             raise OptionError(
                 "encoding.layer_slopes",
-                f"encoding.layer_slopes takes [first block, last block], got {layer_slopes!r} (e.g. the paper's [1.5, 0.5])",
+                f"encoding.layer_slopes takes [first block, last block], got {layer_slopes!r} "
+                "(e.g. the authors' [1.5, 0.5])",
             )
         for s in layer_slopes:
-            check_positive("layer_slopes", s, "e.g. the paper's [1.5, 0.5]")
+            check_positive("layer_slopes", s, "e.g. the authors' [1.5, 0.5]")
         if free_heads is not None and (
             isinstance(free_heads, bool) or not isinstance(free_heads, int) or not 0 <= free_heads <= ctx.num_heads
         ):
@@ -192,7 +193,7 @@ class LookHere(PositionalEncoding):
     def biases(self, grid: Grid, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         """One (H, P + N, P + N) bias per block, built together once per grid/device/dtype."""
         h, w = grid
-        key = (h, w, str(device), dtype)
+        key = (h, w, str(device), str(dtype))  # strings: dynamo cannot guard on a dtype key
 
         def build() -> tuple[torch.Tensor, ...]:
             penalty = lookhere_penalty(h, w, self.slopes.cpu())  # (depth, H, N, N) float32

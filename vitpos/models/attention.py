@@ -21,7 +21,7 @@ def build_attention_mask(
 ) -> torch.Tensor | None:
     """One float mask for SDPA: position bias (H, N, N) + causal + padding.
 
-    key_padding_mask: (B, N) bool, True at padding. Returns None, (H, N, N),
+    key_padding_mask: (B, N) bool, True at padding. Returns None, (1, H, N, N),
     (N, N) or (B, H|1, N, N); masked entries hold the dtype's most negative
     value rather than -inf, so no row turns into NaN.
     """
@@ -35,6 +35,10 @@ def build_attention_mask(
         if base.dim() == 2:
             base = base[None]
         mask = base[None].masked_fill(key_padding_mask[:, None, None, :], neg)  # (B, H|1, N, N)
+    elif mask is not None and mask.dim() == 3:
+        # (1, H, N, N): PyTorch's CPU flash kernel takes a 4D float mask but not a 3D one, which
+        # falls back to the math path (measured: one attention fwd+bwd 19.5 -> 12.2 ms, d64/h4/8x8)
+        mask = mask[None]
     return mask
 
 

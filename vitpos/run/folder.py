@@ -18,6 +18,7 @@ Only the main process takes the lock: DDP's other ranks (``LOCAL_RANK`` or
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import socket
@@ -105,6 +106,7 @@ def claim(folder: Path, root: Path) -> Iterator[None]:
             if not existed and folder.exists() and not holds_results(folder):
                 shutil.rmtree(folder, ignore_errors=True)
                 remove_empty_parents(folder, root)
+                logging.getLogger("vitpos").info("(nothing trained: the run folder %s was removed again)", folder)
         raise
     finally:
         if main:

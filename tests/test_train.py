@@ -73,7 +73,7 @@ def test_short_run_writes_events_checkpoints_and_resumes(tmp_path):
     assert resumed["global_step"] == 2 * first_step
     assert resumed["state_dict"]["model.head.bias"].min() > 900  # started from the checkpoint, not from scratch
     assert run_dir(config(tmp_path, "encoding=rope_2d", "model.depth=2", *SHAPES_TINY)) != run  # never shared
-    with pytest.raises(UserError, match="resume=false but .* pass resume=auto"):
+    with pytest.raises(UserError, match=r"resume=false but .* \(pass resume=auto"):
         train(
             config(
                 tmp_path,

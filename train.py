@@ -75,12 +75,15 @@ def main(cfg: DictConfig) -> float:
     hydra_cfg = HydraConfig.get()
     with open_dict(cfg):  # the model's config name for the run folder (vitpos/run/identity.py)
         cfg.run.model = cfg.run.get("model") or hydra_cfg.runtime.choices.get("model")
-    from vitpos.run.identity import run_dir
-    from vitpos.train import train
+    from vitpos.validate import validate
 
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
     try:
-        metrics = train(cfg)  # checks the config once, before anything is written
+        validate(cfg)  # the one check of the config, before torch loads and anything is written
+        from vitpos.run.identity import run_dir
+        from vitpos.train import train
+
+        metrics = train(cfg, checked=True)
     except InputError as err:
         if not in_sweep:
             report(err)

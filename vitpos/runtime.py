@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import os
 
-import torch
+# torch is imported inside the functions that use it: the config check reads the thread and
+# memory limits from here before torch loads (a bad option is refused in under a second)
 
 PRECISIONS_32 = "32-true"
 PRECISION_BF16 = "bf16-mixed"
@@ -26,6 +27,8 @@ PRECISION_BF16 = "bf16-mixed"
 
 def cpu_supports_bf16() -> bool:
     """True when the CPU has native bfloat16 dot products (AVX512-BF16 or AMX)."""
+    import torch
+
     cpu = getattr(torch, "cpu", None)
     for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
         fn = getattr(cpu, probe, None)
@@ -39,6 +42,8 @@ def resolve_precision(precision, accelerator: str | None = "auto") -> str | int:
     (see the module docstring). Any other value passes through unchanged."""
     if precision != "auto":
         return precision
+    import torch
+
     use_cuda = accelerator in ("gpu", "cuda") or (accelerator in (None, "auto") and torch.cuda.is_available())
     if use_cuda:
         return PRECISION_BF16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "16-mixed"
@@ -69,6 +74,8 @@ def apply_threads(threads, n_jobs: int = 1) -> int | None:
     per :func:`resolve_threads`; returns the count set, or None."""
     n = resolve_threads(threads, n_jobs)
     if n is not None:
+        import torch
+
         torch.set_num_threads(n)
         os.environ["OMP_NUM_THREADS"] = str(n)
     return n
@@ -175,8 +182,11 @@ def memory_limit() -> int:
 def available_memory(device: str = "cpu") -> int:
     """Bytes free now on ``device``: CUDA, the allocator's view; CPU, the least of the
     machine's MemAvailable, what ``ulimit -v`` leaves this process and what its cgroup leaves."""
-    if str(device).startswith("cuda") and torch.cuda.is_available():
-        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    if str(device).startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            return int(torch.cuda.mem_get_info(torch.device(device))[0])
     free = [_meminfo("MemAvailable") or memory_limit()]
     rlimit = address_space_limit()
     if rlimit is not None:

@@ -37,13 +37,16 @@ from vitpos.validate import validate
 log = logging.getLogger("vitpos")
 
 
-def train(cfg: DictConfig) -> dict[str, float]:
+def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
     """Train, test and evaluate one configuration; returns every final metric.
 
     Bad input raises a :class:`vitpos.errors.InputError` before anything is
     written (or, for a refused resume, before training starts), and a run
-    folder that the failed run created is removed again."""
-    validate(cfg)  # the one check of the config, before any folder, logger or data
+    folder that the failed run created is removed again. ``checked``: the
+    caller ran :func:`vitpos.validate.validate` on ``cfg`` already (``train.py``
+    does, before it imports this module), so the config is checked once."""
+    if not checked:
+        validate(cfg)  # the one check of the config, before any folder, logger or data
     resolve_runtime(cfg)  # threads per sweep job
     quiet_console()
     L.seed_everything(cfg.seed, workers=True, verbose=False)

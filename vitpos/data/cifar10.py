@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from torchvision.io import ImageReadMode, decode_image, read_file
 
+from vitpos.data.fingerprint import IMAGE_EXTENSIONS
 from vitpos.errors import DataError, DatasetNotFoundError  # noqa: F401  (raised here, imported from here by callers)
 
 from . import tensor_cache
@@ -55,7 +56,6 @@ def load_official(root: str | Path, train: bool, download: bool = True) -> tuple
 
 
 IMG_SIZE = 32
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")  # what torchvision's decode_image reads as one frame
 SHOW = 5  # paths listed in an error or warning
 LAYOUT = (
     "expected layout: DIR/train/<class>/*.jpg and DIR/test/<class>/*.jpg, one folder per class "

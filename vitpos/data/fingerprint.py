@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 SPLITS = ("train", "test")
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")  # what torchvision's decode_image reads as one frame
 OFFICIAL_FOLDER = "cifar-10-batches-py"
 
 

@@ -127,6 +127,14 @@ RUNNERS = {
         "eval.resolutions=[32,48]",
         "eval.test_subset=200",
     ],
+    "python train.py -m experiment=extrapolation_native": [
+        *TRAIN_SMOKE,
+        "encoding=none,lookhere",
+        "seed=0",
+        "data.test_subset=300",
+        "eval.test_subset=100",
+        "eval.resolutions=[16,32,48]",
+    ],
     "python train.py -m experiment=compare_sequence": [
         *TRAIN_SMOKE,
         "encoding=rope_1d,alibi",

@@ -66,13 +66,17 @@ class ALiBi(PositionalEncoding):
         self.register_buffer("slopes", alibi_slopes(ctx.num_heads), persistent=False)  # (H,)
         self._cache: dict[tuple, torch.Tensor] = {}
 
-    def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-        """(H, P + N, P + N), the same for every block; cached per length/device/dtype."""
+    def bias_on(self, grid: Grid) -> torch.Tensor:
+        """(H, N, N) float32 bias on the grid tokens (no prefix)."""
         (n,) = grid
-        key = (n, str(device), str(dtype))  # strings: dynamo guards on the key, and cannot rebuild a dtype
+        return alibi_bias(self.slopes.cpu(), n)
+
+    def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """(H, P + N, P + N), the same tensor for every block; cached per grid/device/dtype."""
+        key = (*grid, str(device), str(dtype))  # strings: dynamo guards on the key, and cannot rebuild a dtype
 
         def build() -> torch.Tensor:
-            bias = pad_prefix(alibi_bias(self.slopes.cpu(), n), self.num_prefix_tokens)  # prefix: no bias
+            bias = pad_prefix(self.bias_on(grid), self.num_prefix_tokens)  # prefix: no bias
             return bias.to(device=device, dtype=dtype)
 
         return cached_table(self._cache, key, build)
@@ -85,7 +89,7 @@ class ALiBi(PositionalEncoding):
 
 
 @register
-class ALiBi2D(PositionalEncoding):
+class ALiBi2D(ALiBi):
     """ALiBi on the patch grid: head h adds ``-m_h * ||p_i - p_j||`` (Euclidean
     distance between patch centres, in patches), with the slopes of ``alibi``.
 
@@ -96,26 +100,7 @@ class ALiBi2D(PositionalEncoding):
 
     name = "alibi_2d"
     grid_dims = (2,)
-    strategies = ("extrapolate",)
 
-    def __init__(self, ctx: EncodingContext, strategy: str | None = None):
-        super().__init__(ctx, strategy)
-        self.register_buffer("slopes", alibi_slopes(ctx.num_heads), persistent=False)  # (H,)
-        self._cache: dict[tuple, torch.Tensor] = {}
-
-    def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-        """(H, P + N, P + N), the same tensor for every block; cached per grid/device/dtype."""
+    def bias_on(self, grid: Grid) -> torch.Tensor:
         h, w = grid
-        key = (h, w, str(device), str(dtype))  # strings: dynamo cannot guard on a dtype key
-
-        def build() -> torch.Tensor:
-            bias = pad_prefix(alibi_2d_bias(self.slopes.cpu(), h, w), self.num_prefix_tokens)
-            return bias.to(device=device, dtype=dtype)
-
-        return cached_table(self._cache, key, build)
-
-    def no_weight_decay(self) -> set[str]:
-        return set()  # no parameters
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, slopes={[round(s, 5) for s in self.slopes.tolist()]}"
+        return alibi_2d_bias(self.slopes.cpu(), h, w)

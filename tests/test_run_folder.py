@@ -135,3 +135,27 @@ def test_a_sweep_whose_jobs_all_fail_before_training(tmp_path):
     groups = compare(sweep, tmp_path / "report")
     report = groups.attrs["report"]
     assert report.count("data.val_size") >= 2, report
+
+
+@pytest.mark.slow
+def test_the_same_command_on_other_data_trains_a_new_run(tmp_path):
+    """The probe of issue 19 through the command line: trained on one ImageFolder copy, the same
+    command on another copy (other files) trains again instead of printing the first copy's
+    stored metrics; on the same data moved elsewhere it finds its finished run."""
+    a = small_imagefolder(tmp_path / "a", per_class=4)
+    other = tmp_path / "other"
+    shutil.copytree(a, other)
+    for png in sorted((other / "train" / "cat").glob("*.png"))[:2]:
+        png.unlink()
+    moved = tmp_path / "moved"
+    shutil.copytree(a, moved)
+    tiny = ["data.format=imagefolder", "model=vit_micro", "trainer.max_epochs=1", "data.val_size=10", "run.root=R",
+            "eval.resolutions=[]", "task.pictures=false", "trainer.enable_progress_bar=false"]  # fmt: skip
+    first = run(train_cmd(*tiny, f"data.root={a}"), tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = run(train_cmd(*tiny, f"data.root={other}"), tmp_path)
+    assert second.returncode == 0 and "finished earlier" not in second.stdout, second.stdout + second.stderr
+    assert len(list((tmp_path / "R").rglob("metrics.json"))) == 2  # two runs, two folders
+    again = run(train_cmd(*tiny, f"data.root={moved}"), tmp_path)
+    assert again.returncode == 0 and "finished earlier" in again.stdout, again.stdout + again.stderr
+    assert len(list((tmp_path / "R").rglob("metrics.json"))) == 2

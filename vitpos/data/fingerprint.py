@@ -8,9 +8,10 @@ toy sequences) is fully defined by its config, so it has no fingerprint.
 - ImageFolder (``data.format=imagefolder``): every non-hidden file below
   ``train/`` and ``test/`` with its class folder and size in bytes (not its
   time stamps, which a copy changes);
-- the official release (``data.format=torchvision``): the names and sizes of
-  the batch files, or the release's name before it is downloaded (torchvision
-  checks the download's MD5 itself).
+- the official release (``data.format=torchvision``): the release's name,
+  ``cifar10-official``. torchvision checks the archive's MD5 itself, and a name
+  that does not depend on the files keeps a run's folder the same before and
+  after the first run downloads them.
 """
 
 from __future__ import annotations
@@ -22,22 +23,20 @@ from pathlib import Path
 
 SPLITS = ("train", "test")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")  # what torchvision's decode_image reads as one frame
-OFFICIAL_FOLDER = "cifar-10-batches-py"
+OFFICIAL = "cifar10-official"
 
 
 def data_fingerprint(data: dict) -> str | None:
     """12 hex digits for the data set ``data`` (a plain ``data`` config) names, or None for generated data."""
     if data.get("name") != "cifar10" or data.get("root") is None:
         return None
-    root = Path(str(data["root"])).expanduser()
-    if data.get("format") == "imagefolder":
-        folders = [root / split for split in SPLITS]
-    else:
-        folders = [root / OFFICIAL_FOLDER]
-    stamps = tuple(folder.stat().st_mtime_ns if folder.is_dir() else None for folder in folders)
-    return _digest(tuple(str(f.resolve()) for f in folders), stamps) or (
-        None if data.get("format") == "imagefolder" else "cifar10-official"
-    )
+    if data.get("format") != "imagefolder":
+        return OFFICIAL
+    folders = [Path(str(data["root"])).expanduser() / split for split in SPLITS]
+    # the times of the split and class folders change when files are added, removed or renamed in them
+    subfolders = [d for f in folders if f.is_dir() for d in sorted(f.iterdir()) if d.is_dir()]
+    stamps = tuple(d.stat().st_mtime_ns for d in [*filter(Path.is_dir, folders), *subfolders])
+    return _digest(tuple(str(f.resolve()) for f in folders), stamps)
 
 
 def _hidden(name: str) -> bool:
@@ -46,7 +45,8 @@ def _hidden(name: str) -> bool:
 
 @lru_cache(maxsize=16)
 def _digest(folders: tuple[str, ...], stamps: tuple) -> str | None:
-    """The digest of every file below ``folders`` (``stamps``: the folders' times, so a change is seen)."""
+    """The digest of every file below ``folders``; ``stamps`` (the folders' times) only key the
+    in-process cache, so that a change to the files is seen."""
     digest, count = hashlib.sha256(), 0
     for top in folders:
         if not os.path.isdir(top):

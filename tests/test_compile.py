@@ -7,6 +7,8 @@ C++ code generation, which costs tens of CPU-seconds per model. One test (slow)
 runs the real inductor path end to end.
 """
 
+import math
+
 import pytest
 import torch
 import torch._dynamo as dynamo
@@ -122,3 +124,18 @@ def test_inductor_training_equals_eager(name):
     model = small_vit(name).train()
     losses = train_steps(CompiledForward(model), model, data)
     assert losses == pytest.approx(eager_losses, rel=1e-3, abs=1e-4)
+
+
+@pytest.mark.parametrize("name", ["learned_2d", "rope_2d_mixed", "lookhere"])  # a resized table, a rotation, a bias
+def test_multi_resolution_training_compiles_one_graph_per_size(name):
+    """data.train_sizes (issue 20): batches of three sizes in turn, twice over, compile exactly three
+    graphs (one per size, then cache hits), not one per step."""
+    dynamo.reset()
+    model = small_vit(name).train()
+    backend = CountingBackend()
+    compiled = CompiledForward(model, backend=backend)
+    gen = torch.Generator().manual_seed(0)
+    data = [(torch.randn(4, 3, s, s, generator=gen), torch.randint(0, 10, (4,), generator=gen)) for s in (16, 8, 12)]
+    losses = train_steps(compiled, model, data * 2)
+    assert all(math.isfinite(v) for v in losses)
+    assert backend.graphs == 3, f"{backend.graphs} graphs for 3 sizes over 6 steps"

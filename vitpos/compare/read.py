@@ -72,6 +72,8 @@ def run_folders(runs_dir: Path, skip: Path | None = None) -> list[tuple[Path, bo
     that they hide none of the runs below them.
     """
     found = set()
+    if skip is not None and runs_dir.resolve().is_relative_to(skip.resolve()):
+        skip = None  # the runs lie inside the report folder (a committed snapshot in docs/results/<name>/runs)
     for d in [runs_dir, *(p for p in runs_dir.rglob("*") if p.is_dir())]:
         rel = d.relative_to(runs_dir).parts
         if any(part.startswith(".") or part == "checkpoints" for part in rel):

@@ -108,7 +108,9 @@ if __name__ == "__main__":
     precheck(sys.argv[1:])
     single = not {"-m", "--multirun"} & set(sys.argv[1:])
     if single and not any(a.startswith("hydra.output_subdir=") for a in sys.argv[1:]):  # nothing outside run folder
-        sys.argv.append("hydra.output_subdir=null")
+        # beside the other overrides (argparse refuses overrides on both sides of a flag like `--cfg job`)
+        first = next((i for i, a in enumerate(sys.argv) if i and "=" in a and not a.startswith("-")), len(sys.argv))
+        sys.argv.insert(first, "hydra.output_subdir=null")
     main()
     from vitpos.run.sweep import sweep_failed
 

@@ -13,7 +13,7 @@ from .step import ONE_PER_KIND, SHAPES
 from .timing import header, interleaved_medians, table
 
 
-def run(quick: bool, batch: int = 512) -> None:
+def run(quick: bool, batch: int = 512, precisions: tuple[str, ...] = ("fp32", "bf16")) -> None:
     resolutions = [16, 32, 48] if quick else [16, 24, 32, 40, 48, 64]
     encodings = ONE_PER_KIND
     shape = "vit_micro" if quick else "vit_tiny"
@@ -21,7 +21,7 @@ def run(quick: bool, batch: int = 512) -> None:
     calls = {}
     for res in resolutions:
         x = torch.randn(batch, 3, res, res)
-        for prec in ("fp32", "bf16"):
+        for prec in precisions:
             for name, model in models.items():
 
                 def call(model=model, x=x, bf16=prec == "bf16"):

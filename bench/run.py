@@ -52,6 +52,16 @@ class BenchOptions:
                                       default_text="all; quick: vit_micro")  # fmt: skip
     encodings: list[str] | None = option(None, "step: encodings", metavar="[NAME,...]", example="[rope_2d]",
                                          default_text="all; quick: one per kind")  # fmt: skip
+    bf16: bool | None = option(None, "step, eval: time bf16 autocast rows too",
+                               default_text="where the CPU has native bf16 (AVX512-BF16 or AMX)")  # fmt: skip
+
+
+def bench_precisions(bf16: bool | None) -> list[str]:
+    """The precisions the step and eval tables time: fp32, plus bf16 autocast when asked
+    (``bf16=true``) or, by default, where the CPU has native bf16 (as ``trainer.precision=auto``)."""
+    from vitpos.runtime import cpu_supports_bf16
+
+    return ["fp32", "bf16"] if (cpu_supports_bf16() if bf16 is None else bf16) else ["fp32"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,12 +75,18 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(a.threads)
     print(f"# vitpos benchmarks: threads={torch.get_num_threads()} torch={torch.__version__} "
           f"cpu={torch.backends.cpu.get_cpu_capability()} quick={a.quick}")  # fmt: skip
+    precisions = bench_precisions(a.bf16)
+    if "bf16" not in precisions and {"step", "eval"} & set(parts):
+        print(
+            "# bf16 rows left out: this CPU has no native bf16 (AVX512-BF16/AMX) and emulates it ~8x slower "
+            "than fp32, so vitpos trains in fp32 here (trainer.precision=auto); bf16=true times them anyway"
+        )
     start = time.perf_counter()
     for part in parts:
         if part == "step":
             from .step import run
 
-            run(a.quick, compile_all=a.compile_all, shapes=a.shapes, encodings=a.encodings)
+            run(a.quick, compile_all=a.compile_all, shapes=a.shapes, encodings=a.encodings, precisions=precisions)
         elif part == "rope":
             from .rope import run
 
@@ -82,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         elif part == "eval":
             from .evaluation import run
 
-            run(a.quick)
+            run(a.quick, precisions=precisions)
         elif part == "memory":
             from .memory import run
 

@@ -75,9 +75,11 @@ def run(
     compile_peer=None,
     shapes: list[str] | None = None,
     encodings: list[str] | None = None,
+    precisions: tuple[str, ...] = ("fp32", "bf16"),
 ) -> None:
     """Print the training-step table per shape. ``shapes`` / ``encodings``: a subset of the rows
-    (``shapes=[...]`` / ``encodings=[...]``); unknown names stop with the valid ones."""
+    (``shapes=[...]`` / ``encodings=[...]``); unknown names stop with the valid ones. ``precisions``:
+    fp32 and/or bf16 (autocast) rows."""
     check_rows(shapes, encodings)
     shapes = shapes or (["vit_micro"] if quick else list(SHAPES))
     encodings = encodings or (ONE_PER_KIND if quick else list_encodings(2))
@@ -88,7 +90,6 @@ def run(
     for limit in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit"):
         if hasattr(torch._dynamo.config, limit):
             setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 256))
-    precisions = ["fp32", "bf16"]
     ceiling = {p: matmul_gflops(torch.float32 if p == "fp32" else torch.bfloat16) for p in precisions}
     repeats = 5 if quick else 10
     for shape in shapes:

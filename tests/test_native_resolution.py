@@ -3,11 +3,12 @@
 CIFAR-10 stays in memory at its native 32 px; a model trained at ``data.img_size=16`` is scored at 32 px
 on the original test pixels, bit for bit, and every other size says how it was made
 (``ImageDataModule.resampling``). ``data.train_sizes`` draws one size per training batch from
-(seed, epoch, batch index)."""
+(seed, epoch, batch index), or with ``data.size_schedule=progressive`` from the epoch alone."""
 
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from torchvision.io import ImageReadMode, decode_image, read_file
 from vitpos.data import augment
 from vitpos.data.cifar10 import CLASSES, MEAN, STD
 from vitpos.data.images import ImageDataModule
+from vitpos.data.memory import progressive_size
 from vitpos.extrapolate import evaluate_sizes
 
 
@@ -149,3 +151,28 @@ def test_multi_resolution_training_from_the_command_line(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for size in (16, 24, 32):
         assert f"test/acc@res{size}" in proc.stdout
+
+
+def test_progressive_schedule_splits_the_epochs_over_the_sizes_low_first():
+    """FixRes-style progressive resizing: equal runs of epochs in the listed order, the later runs
+    one epoch longer when the epochs do not divide, the last size after the end."""
+    by_epoch = {epochs: [progressive_size((16, 24, 32), e, epochs) for e in range(epochs)] for epochs in (1, 3, 9, 10)}
+    assert by_epoch[9] == [16] * 3 + [24] * 3 + [32] * 3
+    assert by_epoch[10] == [16] * 3 + [24] * 3 + [32] * 4
+    assert by_epoch[3] == [16, 24, 32] and by_epoch[1] == [32]  # one epoch: the final size only
+    assert progressive_size((16, 24, 32), 12, 9) == 32
+    assert [progressive_size((32, 16), e, 4) for e in range(4)] == [32, 32, 16, 16]  # the listed order, as given
+
+
+def test_progressive_batches_take_their_epochs_size(tmp_path):
+    _write_folder(tmp_path, per_class=8)
+    opts = dict(format="imagefolder", root=str(tmp_path), img_size=32, val_size=8, batch_size=4)
+    dm = ImageDataModule(**opts, train_sizes=[16, 24, 32], size_schedule="progressive", shuffle_seed=3)
+    dm.trainer = SimpleNamespace(max_epochs=6, global_rank=0, world_size=1)
+    dm.setup()
+    assert [set(sizes_of_epoch(dm, e)[0]) for e in range(6)] == [{16}, {16}, {24}, {24}, {32}, {32}]
+    dm.trainer = SimpleNamespace(max_epochs=None, global_rank=0, world_size=1)
+    with pytest.raises(ValueError, match="trainer.max_epochs"):
+        dm.train_dataloader()
+    with pytest.raises(ValueError, match="valid: random, progressive"):
+        ImageDataModule(**opts, train_sizes=[16, 32], size_schedule="fixres")

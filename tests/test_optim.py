@@ -28,7 +28,7 @@ def test_groups_keep_their_order_and_contents_for_every_weight_decay(weight_deca
     """timm's param_groups_weight_decay lists the no-decay group first, and returns one group
     when weight_decay is 0; parameter_groups keeps [decay, no decay] in the order of
     named_parameters, as before timm split them, so an earlier checkpoint's optimizer state and
-    the LR monitor's lr-AdamW/pg1, pg2 still match."""
+    the LR monitor's train/lr/pg1, pg2 still match."""
     model = small_vit({"name": "combo", "parts": ["rope_2d_mixed", "learned_1d"]}, pool="cls")
     skip = model.no_weight_decay()
     params = list(model.named_parameters())

@@ -85,6 +85,9 @@ SKIP = {
     "python -m pytest": "the test suite itself, of which this test is a part",
     "tensorboard": "a server that runs until stopped: tests/test_tensorboard.py starts it and checks its HTTP API",
     "bash bench/gpu.sh": "needs a CUDA GPU",
+    "bash scripts/gpu_sweep.sh": (
+        "ten training jobs on a CUDA GPU; tests/test_gpu_sweep.py runs this script on a CPU at a tiny size"
+    ),
     "python -m bench.run sweep": (
         "two 4-job training sweeps timed on a quiet machine (minutes); threads per side-by-side job are "
         "tested in tests/test_fast_paths.py::test_threads_per_job"

@@ -106,3 +106,22 @@ def test_extrapolation_subset_is_fixed_and_leaves_the_test_set_whole():
     assert len(dm.test[1]) == 300 and len(next(iter(dm.test_dataloader()))[1]) == 300
     dm.limit_extrapolation(None)
     assert torch.equal(next(iter(dm.test_dataloader_at(32)))[1], full)
+
+
+def test_flip_tta_scores_mean_softmax_of_image_and_mirror_beside_the_plain_score():
+    """task.flip_tta: test/acc_flip is the accuracy of the averaged softmax of each image and its
+    mirror; test/acc stays the plain score; off unless asked, and off when training does not flip."""
+    torch.manual_seed(0)
+    module = ImageClassifier(tiny_cfg(flip_tta=True)).eval()
+    x, y = torch.randn(64, 3, 16, 16), torch.randint(0, 4, (64,))
+    with torch.no_grad():
+        module.test_step((x, y), 0)
+        plain = module.model(x)
+        averaged = plain.softmax(-1) + module.model(x.flip(-1)).softmax(-1)
+    assert not torch.equal(averaged.argmax(-1), plain.argmax(-1))  # the mirror changes some answers here
+    assert module.test_acc_flip.compute().item() == pytest.approx((averaged.argmax(-1) == y).float().mean().item())
+    assert module.test_acc.compute().item() == pytest.approx((plain.argmax(-1) == y).float().mean().item())
+    assert ImageClassifier(tiny_cfg()).test_acc_flip is None
+    mirrored_labels = tiny_cfg(flip_tta=True)
+    mirrored_labels["data"]["hflip"] = False  # e.g. data=shapes: a mirror is another class
+    assert ImageClassifier(mirrored_labels).test_acc_flip is None

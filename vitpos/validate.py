@@ -215,7 +215,8 @@ def check_sizes(c: dict, image: bool) -> None:
 
 def check_train_sizes(data: dict, patch: int) -> None:
     """``data.train_sizes`` (multi-resolution training): null, or sizes the patches tile;
-    ``data.native_size``: null or a positive integer, and null for generated shapes."""
+    ``data.size_schedule``: random or progressive (which needs sizes); ``data.native_size``: null or
+    a positive integer, and null for generated shapes."""
     sizes = data.get("train_sizes")
     if sizes is not None:
         if not isinstance(sizes, list) or not sizes:
@@ -227,6 +228,13 @@ def check_train_sizes(data: dict, patch: int) -> None:
                     f"{r!r} is not a multiple of model.patch_size={patch}",
                     f"use multiples of {patch}, e.g. data.train_sizes=[{2 * patch},{3 * patch},{4 * patch}]",
                 )
+    schedule = data.get("size_schedule", "random")
+    if schedule not in ("random", "progressive"):
+        raise UserError("data.size_schedule", f"unknown {schedule!r}", "valid: random, progressive")
+    if schedule == "progressive" and not sizes:
+        raise UserError(
+            "data.size_schedule", "progressive needs the sizes to go through", "e.g. data.train_sizes=[16,24,32]"
+        )
     native = data.get("native_size")
     if native is not None and (not isinstance(native, int) or isinstance(native, bool) or native < 1):
         raise UserError("data.native_size", f"must be a positive integer or null, got {native!r}", "CIFAR-10: 32")

@@ -32,7 +32,7 @@ from .augment import policy_transform, resize_images
 from .cifar10 import CLASSES as CIFAR_CLASSES
 from .cifar10 import IMG_SIZE as CIFAR_SIZE
 from .cifar10 import MEAN, STD, load_imagefolder, load_official
-from .memory import batch_loader, process_share
+from .memory import SIZE_SCHEDULES, batch_loader, process_share
 from .shapes import CLASSES as SHAPES_CLASSES
 from .shapes import make_shapes
 
@@ -47,7 +47,10 @@ class ImageDataModule(L.LightningDataModule):
 
     ``native_size``: the resolution the data set is stored at (CIFAR-10: 32; None
     = the data set's own; shapes: None, every size is drawn natively).
-    ``train_sizes``: None, or the sizes a training batch may take (one per batch).
+    ``train_sizes``: None, or the sizes a training batch may take (one per batch);
+    ``size_schedule`` says which: ``random`` (drawn per batch) or ``progressive``
+    (epoch runs over the sizes in the listed order, see :func:`vitpos.data.memory.progressive_size`).
+    ``on_device``: keep the data sets on the trainer's device (GPU runs).
     ``crop_padding`` is in native pixels: scaled by ``img_size / native_size``
     when the training images are downsampled once (fixed-size training below native).
     """
@@ -77,6 +80,8 @@ class ImageDataModule(L.LightningDataModule):
         shuffle_seed: int = 0,
         native_size: int | None = None,
         train_sizes: list[int] | None = None,
+        size_schedule: str = "random",
+        on_device: bool = False,
     ):
         super().__init__()
         if name not in ("cifar10", "shapes"):
@@ -89,6 +94,8 @@ class ImageDataModule(L.LightningDataModule):
             not list(train_sizes) or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in train_sizes)
         ):
             raise ValueError(f"data.train_sizes={train_sizes!r}: expected null or a list of sizes, e.g. [16,24,32]")
+        if size_schedule not in SIZE_SCHEDULES:
+            raise ValueError(f"unknown data.size_schedule '{size_schedule}'; valid: {', '.join(SIZE_SCHEDULES)}")
         self.save_hyperparameters()
         self.cfg = self.hparams
         self.shuffle_seed = shuffle_seed  # the run's seed: batch order of epoch e is fixed by (seed, e)
@@ -178,6 +185,15 @@ class ImageDataModule(L.LightningDataModule):
             test_images, test_labels = test_images[self._test_keep], test_labels[self._test_keep]
         self.test_native = (test_images, test_labels)  # shapes: at data.img_size
         self.test = (resize_images(test_images, c.img_size), test_labels)
+        if c.on_device and self.trainer is not None:
+            self._move_to(self.trainer.strategy.root_device)
+
+    def _move_to(self, device: torch.device) -> None:
+        """``data.on_device``: keep the uint8 data sets on the training device (a GPU), so a batch
+        is one index op there and nothing crosses the bus per step (CIFAR-10: 184 MB in all)."""
+        self.train, self.val, self.test, self.test_native = (
+            tuple(t.to(device) for t in pair) for pair in (self.train, self.val, self.test, self.test_native)
+        )
 
     # --------------------------------------------------------- dataloaders
     # Training order comes from (run seed, epoch) and evaluation is sharded over
@@ -195,7 +211,18 @@ class ImageDataModule(L.LightningDataModule):
             rank=rank,
             world=world,
             sizes=self.train_sizes if self.cfg.train_sizes else None,
+            size_epochs=self._progressive_epochs(),
         )
+
+    def _progressive_epochs(self) -> int | None:
+        """The epochs a progressive size schedule spreads over (the trainer's ``max_epochs``);
+        None for the random per-batch draw."""
+        if not self.cfg.train_sizes or self.cfg.size_schedule != "progressive":
+            return None
+        epochs = getattr(self.trainer, "max_epochs", None) if self.trainer is not None else None
+        if not epochs or epochs < 1:
+            raise ValueError("data.size_schedule=progressive needs trainer.max_epochs (the epochs it splits)")
+        return int(epochs)
 
     def val_dataloader(self):
         return batch_loader(self.val, self.cfg.eval_batch_size, shuffle=False, **self._shard())

@@ -46,7 +46,7 @@ class TensorBatches(Dataset):
         return tuple(t[i] for t in self.tensors)
 
     def __getitems__(self, indices):
-        idx = torch.as_tensor(indices, dtype=torch.long)
+        idx = torch.as_tensor(indices, dtype=torch.long, device=self.tensors[0].device)  # data.on_device: a GPU
         batch = tuple(t[idx] for t in self.tensors)
         size = getattr(indices, "size", None)  # a SizedBatch: the resolution this batch trains at
         return batch if size is None else (*batch, size)
@@ -96,6 +96,20 @@ class SizedBatch(list):
     size: int
 
 
+SIZE_SCHEDULES = ("random", "progressive")
+
+
+def progressive_size(sizes: tuple[int, ...], epoch: int, epochs: int) -> int:
+    """Progressive resizing (FixRes, Touvron et al. 2019: train at low resolution, finish at the
+    test resolution; the progressive-resizing schedules of fast CIFAR/ImageNet training): the
+    ``epochs`` split into ``len(sizes)`` equal runs, trained at ``sizes`` in the listed order;
+    when they do not divide, the later runs are one epoch longer (9 epochs over 3 sizes: 3+3+3;
+    10: 3+3+4). Epochs past the end stay at the last size."""
+    k, epochs = len(sizes), max(int(epochs), 1)
+    remaining = max(epochs - 1 - int(epoch), 0)  # epochs after this one
+    return int(sizes[k - 1 - remaining * k // epochs])
+
+
 def size_of_batch(sizes: tuple[int, ...], seed: int, epoch: int, index: int) -> int:
     """The resolution batch ``index`` of epoch ``epoch`` trains at: one of ``sizes``, uniformly,
     from a generator seeded by ``(seed, epoch, index)`` alone (not the rank, not the global RNG)."""
@@ -107,18 +121,24 @@ def size_of_batch(sizes: tuple[int, ...], seed: int, epoch: int, index: int) -> 
 
 class SizedBatchSampler(BatchSampler):
     """The batches of ``sampler`` (an :class:`EpochSampler`) as :class:`SizedBatch` lists, batch
-    ``i`` of epoch ``e`` tagged with :func:`size_of_batch` ``(sizes, seed, e, i)``. Lightning's
+    ``i`` of epoch ``e`` tagged with :func:`size_of_batch` ``(sizes, seed, e, i)``, or with
+    ``epochs`` (a progressive schedule) :func:`progressive_size` ``(sizes, e, epochs)``. Lightning's
     ``set_epoch`` reaches the sampler through ``batch_sampler.sampler``."""
 
-    def __init__(self, sampler: EpochSampler, batch_size: int, drop_last: bool, sizes, seed: int = 0):
+    def __init__(
+        self, sampler: EpochSampler, batch_size: int, drop_last: bool, sizes, seed: int = 0, epochs: int | None = None
+    ):
         super().__init__(sampler, batch_size, drop_last)
-        self.sizes, self.seed = tuple(int(s) for s in sizes), seed
+        self.sizes, self.seed, self.epochs = tuple(int(s) for s in sizes), seed, epochs
 
     def __iter__(self):
         epoch = self.sampler.epoch
         for i, indices in enumerate(super().__iter__()):
             batch = SizedBatch(indices)
-            batch.size = size_of_batch(self.sizes, self.seed, epoch, i)
+            if self.epochs is None:
+                batch.size = size_of_batch(self.sizes, self.seed, epoch, i)
+            else:
+                batch.size = progressive_size(self.sizes, epoch, self.epochs)
             yield batch
 
 
@@ -136,6 +156,7 @@ def batch_loader(
     rank: int = 0,
     world: int = 1,
     sizes: tuple[int, ...] | None = None,
+    size_epochs: int | None = None,
 ) -> DataLoader:
     """A DataLoader over in-memory tensors that fetches each batch by one index op
     per tensor; ``collate_fn`` receives that tuple of batched tensors.
@@ -144,14 +165,15 @@ def batch_loader(
     a :class:`ShardSampler` (evaluation). ``rank``/``world``: this process's
     share under DDP (the Trainer runs with ``use_distributed_sampler=False``).
     ``sizes`` (training only): each batch also carries the resolution it trains at
-    (:class:`SizedBatchSampler`), as its last element.
+    (:class:`SizedBatchSampler`), as its last element; ``size_epochs``: spread them
+    progressively over that many epochs instead of drawing one per batch.
     """
     n = len(tensors[0])
     sampler = EpochSampler(n, seed, rank, world) if shuffle else ShardSampler(n, rank, world)
     if sizes:
         if not shuffle:
             raise ValueError("per-batch sizes are for training batches (shuffle=True)")
-        batching = {"batch_sampler": SizedBatchSampler(sampler, batch_size, drop_last, sizes, seed)}
+        batching = {"batch_sampler": SizedBatchSampler(sampler, batch_size, drop_last, sizes, seed, size_epochs)}
     else:
         batching = {"batch_size": batch_size, "sampler": sampler, "drop_last": drop_last}
     # its own generator: otherwise creating the iterator draws a worker base seed

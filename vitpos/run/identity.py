@@ -35,8 +35,8 @@ RUN_DEFINING = ("model", "encoding", "data", "optim", "task", "trainer")
 #: keys in those sections that change where or how a run is shown, not what it learns
 NOT_DEFINING = {
     "model": {"compile"},  # torch.compile changes the speed, not what is learned
-    "data": {"root", "download", "eval_batch_size", "num_workers"},
-    "task": {"pictures", "pictures_every_n_epochs"},
+    "data": {"root", "download", "eval_batch_size", "num_workers", "on_device"},
+    "task": {"pictures", "pictures_every_n_epochs", "flip_tta"},  # flip_tta: one more test score
     "trainer": {
         "accelerator",
         "devices",
@@ -51,7 +51,7 @@ NOT_DEFINING = {
 }
 #: keys added after runs existed, with the values that mean "as before": left out of the hash at
 #: those values, so that a run folder made before the key existed is found again (and resumes)
-ADDED_KEYS = {"data": {"train_sizes": (None,), "native_size": (None, 32)}}
+ADDED_KEYS = {"data": {"train_sizes": (None,), "native_size": (None, 32), "size_schedule": (None, "random")}}
 MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 
 

@@ -124,9 +124,10 @@ class TaskModule(L.LightningModule):
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
         return loss
 
-    def _eval_step(self, batch, stage: str) -> None:
+    def _eval_step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Adds one batch to ``<stage>/loss`` and ``<stage>/acc``; Lightning logs
-        each metric's ``compute()`` (summed over DDP ranks) at the epoch's end."""
+        each metric's ``compute()`` (summed over DDP ranks) at the epoch's end.
+        Returns the batch's (logits, targets) for subclasses that score more."""
         logits, targets = self.logits_targets(batch, self)
         loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
         mean_loss, acc = getattr(self, f"{stage}_loss"), getattr(self, f"{stage}_acc")
@@ -134,6 +135,7 @@ class TaskModule(L.LightningModule):
         acc.update(logits, targets)
         self.log(f"{stage}/loss", mean_loss, prog_bar=stage == "val")
         self.log(f"{stage}/acc", acc, prog_bar=stage == "val")
+        return logits, targets
 
     def validation_step(self, batch, batch_idx):
         self._eval_step(batch, "val")

@@ -27,6 +27,10 @@ class ImageClassifier(TaskModule):
     choice, extrapolation) then uses the averaged weights, and the raw weights
     are scored alongside as ``<stage>/acc_raw``. The average is part of the
     module, so checkpoints and exact resume carry it.
+
+    ``task.flip_tta`` (with ``data.hflip``, mirrored images being valid ones):
+    the test set is also scored with horizontal-flip test-time augmentation,
+    logged as ``test/acc_flip`` beside ``test/acc`` (never instead of it).
     """
 
     def __init__(self, cfg: dict):
@@ -41,6 +45,11 @@ class ImageClassifier(TaskModule):
             self.ema = ModelEmaV3(self.model, decay=task["ema_decay"], use_warmup=task.get("ema_warmup", True))
             self.ema.requires_grad_(False)  # never trained (DDP would wait for its gradients otherwise)
             self.val_acc_raw, self.test_acc_raw = (accuracy(data["num_classes"], None) for _ in range(2))
+        # task.flip_tta: the test set scored again with horizontal-flip test-time augmentation (the
+        # softmax of each image and its mirror averaged), as test/acc_flip; test/acc stays the plain score.
+        # Only where training flips (data.hflip): labels that change under mirroring (shapes) are not.
+        flip_tta = task.get("flip_tta", False) and data.get("hflip", True)
+        self.test_acc_flip = accuracy(data["num_classes"], None) if flip_tta else None
         self.label_smoothing = task.get("label_smoothing", 0.0)
         self.mixup = None
         if task.get("mixup", 0) > 0 or task.get("cutmix", 0) > 0:
@@ -75,10 +84,15 @@ class ImageClassifier(TaskModule):
         if self.ema is not None:
             self.ema.update(self.model, step=self.global_step)
 
-    def _eval_step(self, batch, stage: str) -> None:
-        super()._eval_step(batch, stage)
+    def _eval_step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, labels = super()._eval_step(batch, stage)
+        images = batch[0]
         if self.ema is not None:  # the raw weights, scored beside the average
-            images, labels = batch
             raw = getattr(self, f"{stage}_acc_raw")
             raw.update(self.model(images), labels)
             self.log(f"{stage}/acc_raw", raw)
+        if stage == "test" and self.test_acc_flip is not None:  # flip TTA, beside the plain score
+            mirrored = self.eval_model(images.flip(-1))  # (B, classes) of the mirrored images
+            self.test_acc_flip.update(logits.softmax(-1) + mirrored.softmax(-1), labels)
+            self.log("test/acc_flip", self.test_acc_flip)
+        return logits, labels

@@ -99,4 +99,6 @@ def configure_optimizers(module, model: nn.Module, optim: dict) -> dict:
     epochs = max(trainer.max_epochs or 1, 1)
     warmup = int(round(optim.get("warmup_epochs", 1) * total / epochs))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(total, warmup, optim.get("min_lr_ratio", 0.0)))
-    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+    # "name": the LR monitor's tag, train/lr/pg1 (decayed weights) and train/lr/pg2 (no decay), so
+    # TensorBoard shows it in the train group, not as an lr-AdamW group ahead of train and val
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step", "name": "train/lr"}}

@@ -40,6 +40,9 @@ def test_gpu_sweep_script_runs_every_job_and_writes_the_report(tmp_path):
     report = (tmp_path / "compare_cifar_gpu" / "report" / "report.md").read_text()
     assert "rope_2d" in report and "none" in report
     assert "gpu sweep:" in out
+    # side by side, each job prints only labelled lines: the sweep's start/end lines and its epoch lines
+    assert out.count("] start: ") == 2 and out.count("] end after ") == 2, out[-3000:]
+    assert "GPU available" not in out and "run folder:" not in out and "next:" not in out, out[-3000:]
 
 
 def test_data_on_device_moves_every_split(tmp_path):

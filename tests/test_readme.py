@@ -10,7 +10,8 @@ with the reason it cannot run in CI. Every ```python block is run as a script
 script). A new command or block that is in neither place fails
 ``test_every_readme_command_is_covered``, so an example can never drift out of
 the test; relative links in the pages must resolve
-(``test_relative_links_resolve``).
+(``test_relative_links_resolve``). After the pages, the examples of every
+tool's ``--help`` (``HELP_TOOLS``) are replayed the same way.
 
 The replay runs in a temporary working directory shaped like a fresh clone
 after the README's own data step: ``train.py``, ``configs/`` and ``bench/`` are
@@ -138,6 +139,13 @@ RUNNERS = {
         "eval.test_subset=100",
         "eval.resolutions=[16,32,48]",
     ],
+    "python train.py -m experiment=extrapolation_multires": [
+        *TRAIN_SMOKE,
+        "encoding=none,lookhere",
+        "data.test_subset=300",
+        "eval.test_subset=100",
+        "eval.resolutions=[16,32]",
+    ],
     "python train.py -m experiment=compare_sequence": [
         *TRAIN_SMOKE,
         "encoding=rope_1d,alibi",
@@ -149,6 +157,7 @@ RUNNERS = {
     "python -m vitpos.extrapolate": [],
     "python -m vitpos.extrapolate ckpt=runs/shapes/": ["resolutions=[24,32]", "data.num_test=256"],
     "python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick/": ["resolutions=[32,48]", "data.test_subset=500"],
+    "python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick": ["data.test_subset=500"],  # the --help example
     "python -m vitpos.extrapolate ckpt=runs/compare_sequence/": ["lengths=[32,128]"],
     "OMP_NUM_THREADS=1 python bench/bench_rope.py": ["--batch", "2", "--tokens", "16"],
     "OMP_NUM_THREADS=1 python bench/bench_vit.py": ["--batch", "8", "--encodings", "none,rope_2d"],
@@ -202,9 +211,53 @@ def readme_commands(text: str) -> list[str]:
     return [code for kind, code in page_steps(text) if kind == "bash"]
 
 
+# The tools whose ``--help`` examples are replayed after the pages (issue 22: "every command in
+# the README and in --help texts runs as written"), in this order.
+HELP_TOOLS = (
+    "python train.py",
+    "python -m vitpos.compare",
+    "python -m vitpos.extrapolate",
+    "python -m vitpos.viz",
+    "python -m bench.run",
+)
+
+
+def help_examples(text: str, tool: str) -> list[str]:
+    """The commands of the "Examples:" part of a ``--help`` text (the indented lines after that
+    heading, up to the first blank line) that start with ``tool``, comments dropped."""
+    commands, inside = [], False
+    for line in text.splitlines():
+        if line.strip() == "Examples:":
+            inside = True
+        elif inside and not line.strip():
+            break
+        elif inside and line.strip().startswith(tool + " "):
+            commands.append(shlex.join(shlex.split(line, comments=True)))
+    return commands
+
+
+_HELP_STEPS: list[tuple[str, str, str]] = []
+
+
+def help_steps() -> list[tuple[str, str, str]]:
+    """("<tool> --help", "bash", command) for every example of every tool in ``HELP_TOOLS``
+    (each ``--help`` is run once per test process)."""
+    if not _HELP_STEPS:
+        for tool in HELP_TOOLS:
+            argv = [sys.executable, *shlex.split(tool)[1:], "--help"]
+            proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, f"{tool} --help failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+            examples = help_examples(proc.stdout, tool)
+            assert examples, f"{tool} --help lists no examples (an 'Examples:' part)"
+            _HELP_STEPS.extend((f"{tool} --help", "bash", c) for c in examples)
+    return _HELP_STEPS
+
+
 def all_steps() -> list[tuple[str, str, str]]:
-    """(page, kind, code) for every step of every page in ``PAGES``, in order."""
-    return [(page, kind, code) for page in PAGES for kind, code in page_steps((ROOT / page).read_text())]
+    """(page, kind, code) for every step of every page in ``PAGES``, in order, then every
+    ``--help`` example of ``HELP_TOOLS``."""
+    pages = [(page, kind, code) for page in PAGES for kind, code in page_steps((ROOT / page).read_text())]
+    return pages + help_steps()
 
 
 def classify_python(code: str) -> tuple[str, object]:
@@ -342,6 +395,14 @@ def test_parser_keeps_quoted_words_and_drops_comments():
     assert classify("rm -rf runs") is None
     quoted = shlex.join(["python", "-m", "vitpos.extrapolate", "ckpt=runs/shapes/vit_cpu/x-*/seed0", "out=e"])
     assert classify(quoted) == ("run", RUNNERS["python -m vitpos.extrapolate ckpt=runs/shapes/"])
+
+
+def test_help_examples_are_the_lines_under_the_examples_heading():
+    text = (
+        "usage: python -m tool [x=1]\n\nExamples:\n  python -m tool a=1   # one\n  python -m tool 'b=[1,2]'\n"
+        "  see python -m tool c=3\n\nOptions:\n  python -m tool d=4\n"
+    )
+    assert help_examples(text, "python -m tool") == ["python -m tool a=1", "python -m tool 'b=[1,2]'"]
 
 
 def test_overrides_replace_a_key_the_command_gives():

@@ -356,6 +356,15 @@ def quiet_console() -> None:
         log.propagate = False
 
 
+def quiet_side_by_side() -> None:
+    """Jobs that a joblib sweep runs side by side print at the same time, so only their labelled
+    lines stay: the sweep's start and end line per job (name, minutes, test/acc) and each epoch's
+    line (``<run>/seed<k>: epoch ...``). Lightning's and vitpos's setup lines go (warnings and errors
+    stay); the caller leaves out the final metrics block (metrics.json and the end line have it)."""
+    for name in ("lightning.pytorch", "lightning.fabric", "vitpos"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def progress_bar(run_name: str):
     """Lightning's default progress bar (Rich when installed, else tqdm) showing
     ``run: <run_name>`` instead of the logger's ``v_num``."""

@@ -23,14 +23,14 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from vitpos.callbacks import DivergenceGuard, EpochLine, EpochSeed, LastCheckpoint, PicturesCallback, divergence_hint
-from vitpos.cli import progress_bar, quiet_console, summary_line
+from vitpos.cli import progress_bar, quiet_console, quiet_side_by_side, summary_line
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import evaluate_module
 from vitpos.run.folder import claim
 from vitpos.run.identity import next_commands, run_dir, run_label
 from vitpos.run.resume import finished_run, resume_path
 from vitpos.run.status import write_status
-from vitpos.runtime import resolve_runtime, trainer_precision
+from vitpos.runtime import resolve_runtime, sweep_jobs, trainer_precision
 from vitpos.tasks import build
 from vitpos.validate import validate
 
@@ -47,8 +47,10 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
     does, before it imports this module), so the config is checked once."""
     if not checked:
         validate(cfg)  # the one check of the config, before any folder, logger or data
-    resolve_runtime(cfg)  # threads per sweep job
     quiet_console()
+    if sweep_jobs() > 1:  # a joblib sweep: several jobs print at once
+        quiet_side_by_side()
+    resolve_runtime(cfg)  # threads per sweep job
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     out = run_dir(cfg)
     log.info("run folder: %s", out)
@@ -149,7 +151,8 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
 
     kind = "len" if cfg.task.name == "sequence" else "res"
     extra = evaluate_module(  # fast_dev_run: one test batch per size, as Lightning's own loops
-        module, datamodule, cfg.eval, kind, device=module.device, max_batches=1 if fast else None
+        module, datamodule, cfg.eval, kind, device=module.device, max_batches=1 if fast else None,
+        progress=sweep_jobs() == 1,  # side by side, bars of several jobs would overwrite each other
     )
     metrics.update(extra)
     metrics["time/fit_min"] = fit_seconds / 60  # training + validation (+ compilation), over every resume
@@ -178,8 +181,9 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
             epochs=trainer.current_epoch,
             best_checkpoint=best,
         )
-    print(format_metrics(metrics, out))
-    print(next_commands(out, str(cfg.task.name), best))
+    if sweep_jobs() == 1:  # side by side, the sweep's end line per job says it (vitpos/run/sweep.py)
+        print(format_metrics(metrics, out))
+        print(next_commands(out, str(cfg.task.name), best))
     return metrics
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vitpos.cli import option, parse_options
+from vitpos.cli import expand_paths, option, parse_options
 from vitpos.compare.plots import plot_extrapolation, plot_val_curves
 from vitpos.compare.read import Run, find_jobs, find_param_count, find_runs, read_run, runs_of_jobs
 from vitpos.compare.report import EXTRAP, markdown_report
@@ -165,7 +165,7 @@ class CompareOptions:
     Examples:
       python -m vitpos.compare runs=runs/shapes                           # writes runs/shapes/report
       python -m vitpos.compare runs=runs/compare_cifar_quick out=report/quick
-      python -m vitpos.compare runs=runs/compare_cifar_quick multirun=[multirun/<date>/<time>]
+      python -m vitpos.compare runs=runs/compare_cifar_quick multirun=[multirun]     # + the sweeps' jobs
     """
 
     runs: str = option(help="the folder of runs, searched at any depth", metavar="DIR", example="runs/shapes")
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m vitpos.compare runs=DIR [out=DIR] [multirun=[DIR,...]]``: see :class:`CompareOptions`."""
     opts = parse_options(argv, CompareOptions, prog="python -m vitpos.compare")
     try:
-        groups = compare(opts.runs, opts.out, opts.multirun)
+        groups = compare(opts.runs, opts.out, expand_paths("multirun", opts.multirun))
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -122,11 +122,14 @@ def evaluate_sizes(
     return results
 
 
-def evaluate_module(module, datamodule, eval_cfg, kind: str, device=None, max_batches=None) -> dict[str, float]:
+def evaluate_module(
+    module, datamodule, eval_cfg, kind: str, device=None, max_batches=None, progress: bool = True
+) -> dict[str, float]:
     """The end-of-training evaluation configured by ``eval``: ``eval.resolutions``
     for images (``kind="res"``) or ``eval.lengths`` for sequences (``kind="len"``);
     ``eval.max_batches`` (else the argument) caps the test batches per size;
-    ``eval.test_subset`` scores images on a fixed, seeded subset of the test set."""
+    ``eval.test_subset`` scores images on a fixed, seeded subset of the test set. ``progress``:
+    show the progress bar (not for jobs that run side by side)."""
     sizes = (eval_cfg or {}).get("resolutions" if kind == "res" else "lengths")
     if not sizes:
         return {}
@@ -134,4 +137,6 @@ def evaluate_module(module, datamodule, eval_cfg, kind: str, device=None, max_ba
     max_batches = (eval_cfg or {}).get("max_batches") or max_batches
     if hasattr(datamodule, "limit_extrapolation"):  # images: eval.test_subset (sequences have their own count)
         datamodule.limit_extrapolation((eval_cfg or {}).get("test_subset"))
-    return evaluate_sizes(module, datamodule, list(sizes), strategies, kind, device, max_batches=max_batches)
+    return evaluate_sizes(
+        module, datamodule, list(sizes), strategies, kind, device, progress=progress, max_batches=max_batches
+    )

@@ -83,7 +83,15 @@ class SweepReport(Callback):
         for line in _failed:
             say(f"  failed: {line}")
         if jobs:
-            say(f"  python -m vitpos.compare runs=<run.root>/<group> multirun={sweep}")
+            say(f"  python -m vitpos.compare {runs_option(config)}multirun=[{sweep}]")
+
+
+def runs_option(config) -> str:
+    """``runs=<run.root>/<run.group> `` of the sweep's config when its jobs share one group (an
+    experiment's sweep), else ``runs=<run.root> ``: a command that runs as printed."""
+    run = config.get("run") or {}
+    root, group = run.get("root", "runs"), run.get("group")
+    return f"runs={root}/{group} " if group else f"runs={root} "
 
 
 def sweep_failed() -> bool:

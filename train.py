@@ -31,7 +31,7 @@ def encoding_help() -> str:
     for title, dims in (("images (2D grids)", 2), ("sequences (1D)", 1)):
         lines.append(f"  {title}:")
         for name in list_encodings(dims):
-            doc = " ".join((get_encoding_class(name).__doc__ or "").split())
+            doc = " ".join((get_encoding_class(name).__doc__ or "").replace("``", "").split())  # no RST marks
             first = re.split(r"(?<!\bal)\.\s+", doc)[0].rstrip(".")  # first sentence ("et al." kept)
             lines.append(f"    {name:<16} {textwrap.shorten(first, 84, placeholder=' ...')}")
     return "\n".join(lines)

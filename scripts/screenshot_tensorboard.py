@@ -110,7 +110,7 @@ class ScreenshotOptions:
     logdir: str = option("runs/screenshots", "the runs to show (written by train=true)", metavar="DIR")
     train: bool = option(False, "first run the short real sweep into logdir=")
     out: str = option(str(ROOT / "docs" / "screenshots"), "the folder for the two PNGs", metavar="DIR",
-                      default_text="docs/screenshots")  # fmt: skip
+                      default_text="docs/screenshots: REWRITES the committed pictures")  # fmt: skip
     budget_ms: int = option(20000, "virtual time Chromium waits before the picture")
 
 

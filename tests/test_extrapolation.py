@@ -166,6 +166,23 @@ def test_evaluator_records_a_refusal_as_nan():
     assert results["test/acc@res16"] >= 0 and results["test/acc@res24"] != results["test/acc@res24"]  # NaN
 
 
+@pytest.mark.parametrize(("precision", "dtype"), [("bf16-mixed", torch.bfloat16), ("32-true", None), (None, None)])
+def test_evaluator_scores_in_the_precision_the_run_tested_in(precision, dtype):
+    """Issue 22: a bf16-mixed run's test/acc comes from Lightning's test under bf16 autocast, so the
+    other sizes (and standalone extrapolation) are scored under the same autocast; fp32 runs without."""
+    seen = []
+
+    class Probe(EvalModule):
+        def evaluate_batch(self, batch):
+            seen.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None)
+            return super().evaluate_batch(batch)
+
+    results = evaluate_sizes(Probe(small_vit("rope_2d")), _Images(), [16, 24], ["extrapolate"], "res",
+                             progress=False, precision=precision)  # fmt: skip
+    assert seen == [dtype, dtype] and set(results) == {"test/acc@res16", "test/loss@res16", "test/acc@res24",
+                                                      "test/loss@res24"}  # fmt: skip
+
+
 @pytest.mark.parametrize("name", IMAGE_ENCODINGS)
 def test_class_token_models_run_at_other_resolutions(name):
     model = small_vit(name, pool="cls")

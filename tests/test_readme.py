@@ -123,6 +123,11 @@ RUNNERS = {
         "ablation=base,trivial",  # the joblib launcher's two jobs side by side, one thread each
         "data.test_subset=500",
     ],
+    "python train.py -m experiment=recipe_levers": [
+        *TRAIN_SMOKE,
+        "ablation=base,progressive",
+        "data.test_subset=500",
+    ],
     "python train.py -m experiment=compare_cifar_full": [
         *TRAIN_SMOKE,
         "encoding=none,rope_2d",

@@ -151,8 +151,14 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
 
     kind = "len" if cfg.task.name == "sequence" else "res"
     extra = evaluate_module(  # fast_dev_run: one test batch per size, as Lightning's own loops
-        module, datamodule, cfg.eval, kind, device=module.device, max_batches=1 if fast else None,
+        module,
+        datamodule,
+        cfg.eval,
+        kind,
+        device=module.device,
+        max_batches=1 if fast else None,
         progress=sweep_jobs() == 1,  # side by side, bars of several jobs would overwrite each other
+        precision=trainer.precision,  # as trainer.test scored test/acc (bf16 autocast where the run used it)
     )
     metrics.update(extra)
     metrics["time/fit_min"] = fit_seconds / 60  # training + validation (+ compilation), over every resume

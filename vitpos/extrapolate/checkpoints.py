@@ -22,7 +22,7 @@ from vitpos.cli import expand_paths, option, parse_options
 from vitpos.compare.tables import frame_to_markdown
 from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name, resampling_of
 from vitpos.run.checkpoint import CheckpointError, task_kind
-from vitpos.runtime import available_memory
+from vitpos.runtime import available_memory, resolve_precision
 from vitpos.tasks.build import from_checkpoint
 from vitpos.validate import UserError
 
@@ -163,9 +163,12 @@ def evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, write)
     check_memory(cfg, kind, sizes, datamodule, opts.device)
     strategies = choose_strategies(module.encoding, opts.strategies)
     default, label = module.encoding.strategy, checkpoint_label(path, root)
+    # the precision trainer.precision=auto gives on this device (bf16 autocast where it is native): what a
+    # run trained with auto here was tested in, so standalone scores match the ones printed after training
+    precision = resolve_precision("auto", "gpu" if torch.device(opts.device).type == "cuda" else "cpu")
     for size in sizes:
         try:
-            results = evaluate_sizes(module, datamodule, [size], strategies, kind, device=opts.device)
+            results = evaluate_sizes(module, datamodule, [size], strategies, kind, opts.device, precision=precision)
         except (RuntimeError, MemoryError, ValueError) as err:  # torch.OutOfMemoryError is a RuntimeError
             failures.append(f"{path}: {OPTION[kind]}={size}: {type(err).__name__}: {str(err).splitlines()[0]}")
             continue

@@ -72,7 +72,15 @@ def metric_name(kind: str, size: int, strategy: str, default: str, resampling: s
 
 @torch.inference_mode()
 def evaluate_sizes(
-    module, datamodule, sizes, strategies, kind: str, device=None, progress=True, max_batches: int | None = None
+    module,
+    datamodule,
+    sizes,
+    strategies,
+    kind: str,
+    device=None,
+    progress=True,
+    max_batches: int | None = None,
+    precision: str | int | None = None,
 ) -> dict[str, float]:
     """Accuracy (and loss) of ``module`` for every strategy x size.
 
@@ -82,13 +90,16 @@ def evaluate_sizes(
     size records NaN and its reason is printed. ``max_batches``: only the first
     that many test batches per size (smoke runs: ``fast_dev_run``, ``debug=fast``);
     None = the whole test set. Runs under ``torch.inference_mode`` with the
-    datamodule's eval batch size.
+    datamodule's eval batch size, and under autocast when ``precision`` is a
+    Lightning mixed precision (``bf16-mixed``, ``16-mixed``): the precision the
+    run's own test used, so the scores at every size match ``test/acc``'s.
     """
     from tqdm.auto import tqdm
 
     pe = module.encoding
     default = pe.strategy
-    device = device or next(module.parameters()).device
+    device = torch.device(device) if device is not None else next(module.parameters()).device
+    half = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(str(precision))
     was_training = module.training
     module.eval()
     results: dict[str, float] = {}
@@ -107,7 +118,8 @@ def evaluate_sizes(
                     batch = move_data_to_device(batch, device)
                     if prepare is not None:
                         batch = prepare(batch, train=False)
-                    loss, ok, n = module.evaluate_batch(batch)
+                    with torch.autocast(device.type, dtype=half or torch.bfloat16, enabled=half is not None):
+                        loss, ok, n = module.evaluate_batch(batch)
                     loss_sum, correct, count = loss_sum + float(loss), correct + int(ok), count + int(n)
             except ValueError as err:
                 print(f"{name}: not evaluated: {err}", file=sys.stderr)
@@ -123,13 +135,13 @@ def evaluate_sizes(
 
 
 def evaluate_module(
-    module, datamodule, eval_cfg, kind: str, device=None, max_batches=None, progress: bool = True
+    module, datamodule, eval_cfg, kind: str, device=None, max_batches=None, progress: bool = True, precision=None
 ) -> dict[str, float]:
     """The end-of-training evaluation configured by ``eval``: ``eval.resolutions``
     for images (``kind="res"``) or ``eval.lengths`` for sequences (``kind="len"``);
     ``eval.max_batches`` (else the argument) caps the test batches per size;
     ``eval.test_subset`` scores images on a fixed, seeded subset of the test set. ``progress``:
-    show the progress bar (not for jobs that run side by side)."""
+    show the progress bar (not for jobs that run side by side); ``precision``: the trainer's."""
     sizes = (eval_cfg or {}).get("resolutions" if kind == "res" else "lengths")
     if not sizes:
         return {}
@@ -137,6 +149,4 @@ def evaluate_module(
     max_batches = (eval_cfg or {}).get("max_batches") or max_batches
     if hasattr(datamodule, "limit_extrapolation"):  # images: eval.test_subset (sequences have their own count)
         datamodule.limit_extrapolation((eval_cfg or {}).get("test_subset"))
-    return evaluate_sizes(
-        module, datamodule, list(sizes), strategies, kind, device, progress=progress, max_batches=max_batches
-    )
+    return evaluate_sizes(module, datamodule, list(sizes), strategies, kind, device, progress, max_batches, precision)

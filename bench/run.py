@@ -52,6 +52,7 @@ class BenchOptions:
                                       default_text="all; quick: vit_micro")  # fmt: skip
     encodings: list[str] | None = option(None, "step: encodings", metavar="[NAME,...]", example="[rope_2d]",
                                          default_text="all; quick: one per kind")  # fmt: skip
+    gpu_minutes: float = option(6.0, "gpu: time limit of the time-to-accuracy run; 0 skips it")
     bf16: bool | None = option(None, "step, eval: time bf16 autocast rows too",
                                default_text="where the CPU has native bf16 (AVX512-BF16 or AMX)")  # fmt: skip
 
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         elif part == "gpu":
             from .gpu import run
 
-            return run()
+            return run(a.gpu_minutes, a.data_root)
     print(f"\n(total {time.perf_counter() - start:.0f} s)")
     return 0
 

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 from conftest import ROOT, EvalModule, require_cifar, small_vit
 from lightning.fabric.utilities.data import _set_sampler_epoch
 from test_data import _write_folder
@@ -21,6 +22,7 @@ from vitpos.data import augment
 from vitpos.data.cifar10 import CLASSES, MEAN, STD
 from vitpos.data.images import ImageDataModule
 from vitpos.data.memory import progressive_size
+from vitpos.encodings import list_encodings
 from vitpos.extrapolate import evaluate_sizes
 
 
@@ -135,22 +137,34 @@ def test_multi_resolution_batches_take_every_size_seeded_by_seed_and_epoch(tmp_p
 
 
 @pytest.mark.slow
-def test_multi_resolution_training_from_the_command_line(tmp_path):
-    """The native model config trains on shapes at 16, 24 and 32 px and is scored at each (compile off:
-    three graphs cost minutes on a CPU, and compiling is the model side's test)."""
+def test_every_image_encoding_trains_across_sizes_from_the_command_line_and_extrapolates(tmp_path):
+    """Issue 20: every image encoding trains with data.train_sizes=[16,24,32] from the command line (one
+    sweep, one process: shapes, the native model config, 6 batches, compile off: three graphs per encoding
+    cost minutes on a CPU, and compiling per size is tests/test_compile.py's), is scored at each size, and
+    extrapolates from its checkpoint with python -m vitpos.extrapolate."""
+    sweep = yaml.safe_load((ROOT / "configs" / "experiment" / "extrapolation_native.yaml").read_text())
+    encodings = sweep["hydra"]["sweeper"]["params"]["encoding"].split(",")  # the image encodings compared
+    assert set(encodings) <= set(list_encodings(2)) and {"lookhere", "alibi_2d"} <= set(encodings)
     args = [
-        "data=shapes", "model=vit_cpu_p2", "data.img_size=16", "data.train_sizes=[16,24,32]", "trainer.max_epochs=1",
-        "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=1", "data.num_test=64",
-        "eval.resolutions=[16,24,32]", "task.pictures=false", "encoding=sincos_2d", f"run.root={tmp_path}",
-        "model.compile=false", "trainer.enable_progress_bar=false",
+        "-m", "data=shapes", "model=vit_cpu_p2", "data.img_size=16", "data.train_sizes=[16,24,32]",
+        "trainer.max_epochs=1", "+trainer.limit_train_batches=4", "+trainer.limit_val_batches=1", "data.num_test=64",
+        "data.num_train=576", "data.val_size=64",
+        "eval.resolutions=[16,24,32]", "task.pictures=false", f"encoding={','.join(encodings)}",
+        f"run.root={tmp_path / 'runs'}", "model.compile=false", "trainer.enable_progress_bar=false",
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for size in (16, 24, 32):
-        assert f"test/acc@res{size}" in proc.stdout
+    assert proc.stdout.count("test/acc ") + proc.stderr.count("] end after ") >= len(encodings)
+    extrapolate = [sys.executable, "-m", "vitpos.extrapolate", f"ckpt={tmp_path / 'runs'}", "resolutions=[16,32]",
+                   "data.num_test=64", f"out={tmp_path / 'extrapolation'}"]  # fmt: skip
+    proc = subprocess.run(extrapolate, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = (tmp_path / "extrapolation" / "extrapolation.csv").read_text()
+    for name in encodings:
+        assert f"{name}-" in rows, f"{name} has no extrapolation row:\n{rows}"
 
 
 def test_progressive_schedule_splits_the_epochs_over_the_sizes_low_first():

@@ -38,7 +38,7 @@ SWEEP = [
     "eval.resolutions=[24]",
     f"encoding={','.join(ENCODINGS)}",
 ]
-SCALARS = ("train/loss", "val/acc", "val/loss", "test/acc", "test/acc@res24")
+SCALARS = ("train/loss", "val/acc", "val/loss", "test/acc")
 STARTUP_S = 120  # the server's start and its first scan of the event files
 
 pytestmark = pytest.mark.slow
@@ -126,7 +126,8 @@ def test_every_run_has_its_curves(server):
     for run in run_of.values():
         missing = [t for t in SCALARS if t not in tags.get(run, {})]
         assert not missing, f"run {run} lacks scalars {missing}; it has {sorted(tags.get(run, {}))}"
-        clutter = [t for t in tags[run] if t.startswith("hp/") or t == "epoch"]  # issue 22: no wall of hp/* charts
+        # issue 22: no wall of single-point charts (hp/* copies, one per size and strategy): the sweep is a table
+        clutter = [t for t in tags[run] if t.startswith("hp/") or t == "epoch" or "@" in t]
         assert not clutter, f"run {run}: single-point charts in SCALARS: {clutter}"
         groups = {t.split("/")[0] for t in tags[run]}  # the learning rate is train/lr/pg*, not an lr-AdamW group
         assert groups <= {"train", "val", "test", "time"}, f"run {run}: tag groups {sorted(groups)}"
@@ -171,3 +172,15 @@ def test_every_run_shows_pictures_that_load_as_png(server):
         assert entries, f"{run}: no image under {pictures[0]}"
         png = get(f"{base}/data/plugin/images/individualImage?{entries[-1]['query']}")
         assert png[:8] == b"\x89PNG\r\n\x1a\n", f"{run} {pictures[0]}: not a PNG"
+
+
+def test_every_run_shows_its_resolution_sweep_as_one_text_table(server):
+    """The accuracies beyond the training size are one Markdown table in the TEXT tab (a row per
+    strategy, a column per size), not one single-point scalar chart each."""
+    base, run_of = server
+    tags = get_json(f"{base}/data/plugin/text/tags")
+    for run in run_of.values():
+        (tag,) = [t for t in tags.get(run, []) if t.startswith("test/beyond_training_size")]  # + /text_summary
+        entries = get_json(f"{base}/data/plugin/text/text", run=run, tag=tag)
+        html = entries[-1]["text"]
+        assert "<table" in html and "24" in html and "default" in html, f"{run}: {html[:500]}"

@@ -164,7 +164,12 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
     metrics["time/fit_min"] = fit_seconds / 60  # training + validation (+ compilation), over every resume
     metrics["time/eval_min"] = (time.perf_counter() - eval_start) / 60  # test + evaluation at other sizes
     logger = trainer.logger
-    logger.log_metrics({k: v for k, v in extra.items() if not math.isnan(v)}, step=trainer.global_step)
+    if extra:  # one text table, not one single-point chart per size and strategy (metrics.json keeps each)
+        from vitpos.compare.report import sweep_markdown
+
+        default = f"default ({module.encoding.strategy})"
+        table = sweep_markdown({k: v for k, v in extra.items() if not math.isnan(v)}, default)
+        logger.experiment.add_text("test/beyond_training_size", table, trainer.global_step)
     metrics["params"] = float(sum(p.numel() for p in module.model.parameters()))
     metrics["params_pos"] = float(sum(p.numel() for p in module.model.pos.parameters()))
     hparams = {
@@ -175,7 +180,7 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         "params": int(metrics["params"]),
         "params_pos": int(metrics["params_pos"]),
     }
-    shown = {k: v for k, v in metrics.items() if (k in HPARAMS_METRICS or "@" in k) and not math.isnan(v)}
+    shown = {k: v for k, v in metrics.items() if k in HPARAMS_METRICS and not math.isnan(v)}  # sizes: the TEXT table
     logger.log_hyperparams(hparams, shown)  # HPARAMS columns point at the existing test/... scalars
     logger.finalize("success")
     if not fast:  # the very last write: its presence means trained to max_epochs and tested

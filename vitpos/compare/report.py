@@ -24,6 +24,27 @@ HASH = re.compile(r"-[0-9a-f]{6}$")  # the config hash of a run folder name (vit
 KIND_TITLE = {"res": "resolution (pixels)", "len": "sequence length (tokens)"}
 
 
+def sweep_markdown(results: dict[str, float], default: str) -> str:
+    """One run's accuracies beyond its training size (``test/acc@...`` of ``evaluate_sizes``) as a
+    Markdown table in %: a row per strategy (``default``: the encoding's own), a column per size,
+    upsampled sizes marked. Train logs it to TensorBoard's TEXT tab instead of one single-point
+    chart per size and strategy."""
+    cells: dict[tuple[str, str], float] = {}
+    columns: dict[tuple[int, str], str] = {}
+    for name, value in results.items():
+        m = EXTRAP.match(name)
+        if m is None:
+            continue
+        kind, size, up, strategy = m.groups()
+        column = f"{size}{' (upsampled)' if up else ''}"
+        columns[(int(size), column)] = column
+        cells[(strategy or default, column)] = value
+    order = [c for _, c in sorted(columns)]
+    strategies = [default, *sorted({s for s, _ in cells} - {default})]
+    rows = [[s, *(f"{100 * cells[(s, c)]:.1f}" if (s, c) in cells else "" for c in order)] for s in strategies]
+    return markdown_table(["strategy", *order], [r for r in rows if any(r[1:])])
+
+
 def fmt(mean: float, std: float, seeds: int) -> str:
     """An accuracy as "41.7 ± 1.0 (2)": percent, one decimal, std over seeds (— for one), number of seeds."""
     if mean is None or math.isnan(mean):

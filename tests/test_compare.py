@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,7 +156,7 @@ def test_cli_multirun_folders_accumulate(runs, tmp_path, monkeypatch):
 
     monkeypatch.setattr(summary, "compare", fake)
     assert main([f"runs={runs}", "multirun=[a/1,a/2]", "multirun=b"]) == 2
-    assert seen == {"runs": str(runs), "out": None, "multirun": ["a/1", "a/2", "b"]}
+    assert seen == {"runs": str(runs), "out": None, "multirun": [Path("a/1"), Path("a/2"), Path("b")]}
 
 
 CFG = {"data": {"name": "shapes", "num_train": 512}, "trainer": {"max_epochs": 2}, "run": {"group": "shapes"}}

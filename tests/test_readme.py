@@ -182,7 +182,7 @@ TIMEOUT_S = 900  # per command; a hang fails the test instead of blocking CI
 
 # ```python blocks that are not scripts, by their first line, with the reason.
 SKIP_PYTHON = {
-    "# vitpos/encodings/my_encoding.py (and import it in vitpos/encodings/__init__.py)": (
+    "# a new module in vitpos/encodings/, here my_encoding.py (import it in vitpos/encodings/__init__.py)": (
         "a file to add to the package (relative imports), not a script; the registry-wide tests "
         "(tests/test_registry.py) run every registered encoding"
     ),

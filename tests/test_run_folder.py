@@ -81,6 +81,29 @@ def test_lock_refuses_a_live_holder_and_takes_over_a_dead_ones(tmp_path):
     assert not (tmp_path / run_folder.LOCK).exists()
 
 
+def test_a_run_that_crashes_before_its_first_checkpoint_leaves_no_folder(tmp_path):
+    """Any exception, not only bad input: an empty folder has nothing to resume from and would read as a run."""
+    root = tmp_path / "runs"
+    fresh = root / "group" / "vit" / "x-123456" / "seed0"
+    with pytest.raises(RuntimeError, match="boom"), run_folder.claim(fresh, root):
+        (fresh / "events.out.tfevents.1").write_text("")  # what a logger writes before the first epoch ends
+        raise RuntimeError("boom")
+    assert not root.exists(), "the crashed run's folder and its empty parents stay"
+
+    kept = root / "group" / "vit" / "y-123456" / "seed0"
+    with pytest.raises(RuntimeError), run_folder.claim(kept, root):
+        (kept / "checkpoints").mkdir()
+        (kept / "checkpoints" / "last.ckpt").write_bytes(b"0")
+        raise RuntimeError("after a checkpoint")
+    assert (kept / "checkpoints" / "last.ckpt").exists(), "a run with a checkpoint to resume from was removed"
+
+    earlier = root / "group" / "vit" / "z-123456" / "seed0"
+    earlier.mkdir(parents=True)
+    with pytest.raises(KeyError), run_folder.claim(earlier, root):
+        raise KeyError("a folder this command did not create")
+    assert earlier.is_dir() and not (earlier / run_folder.LOCK).exists()
+
+
 @pytest.mark.slow
 def test_a_second_identical_command_is_refused_while_the_first_runs(tmp_path):
     """The lock through the command line: the same command, while a live process holds the folder."""

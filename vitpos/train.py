@@ -41,8 +41,9 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
     """Train, test and evaluate one configuration; returns every final metric.
 
     Bad input raises a :class:`vitpos.errors.InputError` before anything is
-    written (or, for a refused resume, before training starts), and a run
-    folder that the failed run created is removed again. ``checked``: the
+    written (or, for a refused resume, before training starts); a run folder
+    that a failed run created is removed again unless it holds a checkpoint
+    (:func:`vitpos.run.folder.claim`). ``checked``: the
     caller ran :func:`vitpos.validate.validate` on ``cfg`` already (``train.py``
     does, before it imports this module), so the config is checked once."""
     if not checked:

@@ -6,10 +6,14 @@
   using the folder. A second command for the same run, started while the
   first is alive, is refused with a line naming that process. A lock whose
   process is gone (a killed run) is taken over.
-- **no debris**: when the run fails on bad input (an :class:`InputError`:
-  a refused option, missing data, a bad checkpoint to resume from) before it
-  wrote a checkpoint or a ``metrics.json``, the folder it created is removed, with every parent below
-  ``run.root`` that is then empty.
+- **no debris**: when the run fails before it wrote a checkpoint or a
+  ``metrics.json`` -- on bad input (an :class:`InputError`: a refused option,
+  missing data, a bad checkpoint to resume from) or on any other exception (a
+  crash in the first epoch) -- the folder it created is removed, with every
+  parent below ``run.root`` that is then empty: there is nothing in it to
+  resume from, and an empty folder would read as a run in ``compare``. A
+  folder that existed before the command is left alone, and so is a run
+  killed by a signal (its folder is resumed by the next identical command).
 
 Only the main process takes the lock: DDP's other ranks (``LOCAL_RANK`` or
 ``NODE_RANK`` not 0) share the folder of rank 0.
@@ -100,13 +104,14 @@ def claim(folder: Path, root: Path) -> Iterator[None]:
         acquire(folder)
     try:
         yield
-    except InputError:  # the input's fault: leave no trace of a run that never started
+    except Exception as error:  # bad input, or a crash before anything worth keeping was written
         if main:
             release(folder)
             if not existed and folder.exists() and not holds_results(folder):
                 shutil.rmtree(folder, ignore_errors=True)
                 remove_empty_parents(folder, root)
-                logging.getLogger("vitpos").info("(nothing trained: the run folder %s was removed again)", folder)
+                why = "nothing trained" if isinstance(error, InputError) else "failed before its first checkpoint"
+                logging.getLogger("vitpos").info("(%s: the run folder %s was removed again)", why, folder)
         raise
     finally:
         if main:

@@ -46,10 +46,8 @@ def test_report_matches_the_event_files_and_averages_seeds(tmp_path):
         for tag in ("test/acc", "test/acc@res24"):
             folders = [next(p for p in tmp_path.rglob(f"seed{s}") if name in str(p)) for s in (0, 1)]
             values = [returned[(name, s)][tag] for s in (0, 1)]  # what train() returned and metrics.json holds
-            if tag == "test/acc":  # a TensorBoard scalar too (the resolution sweep is a TEXT table there)
-                assert [last_scalar(folder, tag) for folder in folders] == pytest.approx(values, abs=1e-6)
-            else:
-                assert all(last_scalar(folder, tag) is None for folder in folders)
+            # not TensorBoard scalars (final numbers are TEXT tables there): compare reads metrics.json
+            assert all(last_scalar(folder, tag) is None for folder in folders)
             mean = sum(values) / 2
             std = math.sqrt(sum((v - mean) ** 2 for v in values))  # ddof=1 with two seeds
             assert g[f"{tag}_mean"] == pytest.approx(mean, abs=1e-6)

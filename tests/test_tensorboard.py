@@ -3,10 +3,11 @@
 A short sweep (``python train.py -m ...``: 2 tiny runs), then the real
 ``tensorboard --logdir runs`` server on a free loopback port, asked through the
 HTTP API its web page uses: the runs are listed, the SCALARS, HPARAMS and
-IMAGES dashboards are active, every run has the training, validation and test
-curves, the HPARAMS table has a row per run with the encoding and the final
-accuracy, and the pictures are PNGs that can be fetched. The server is always
-stopped, and it listens on 127.0.0.1 only.
+IMAGES dashboards are active, every run has the training and validation curves
+and only curves in SCALARS (so the page opens on them: issue 22), the final
+numbers are TEXT tables, the HPARAMS table has a row per run with the encoding
+and the final validation accuracy, and the pictures are PNGs that can be
+fetched. The server is always stopped, and it listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ SWEEP = [
     "eval.resolutions=[24]",
     f"encoding={','.join(ENCODINGS)}",
 ]
-SCALARS = ("train/loss", "val/acc", "val/loss", "test/acc")
+SCALARS = ("train/loss", "val/acc", "val/loss")
 STARTUP_S = 120  # the server's start and its first scan of the event files
 
 pytestmark = pytest.mark.slow
@@ -72,7 +73,7 @@ def get_json(url: str, **query):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """(base URL, TensorBoard run name per encoding) for a server on a 2-run sweep."""
+    """(base URL, TensorBoard run name per encoding, run.root) for a server on a 2-run sweep."""
     work = tmp_path_factory.mktemp("tb")
     runs = work / "runs"
     proc = subprocess.run(
@@ -102,7 +103,7 @@ def server(tmp_path_factory):
         else:
             pytest.fail(f"tensorboard listed {names} after {STARTUP_S} s, expected a run per encoding {ENCODINGS}")
         run_of = {e: run_of_encoding(names, e) for e in ENCODINGS}
-        yield base, run_of
+        yield base, run_of, runs
     finally:
         tb.terminate()
         try:
@@ -114,14 +115,14 @@ def server(tmp_path_factory):
 
 
 def test_scalars_hparams_and_images_dashboards_are_active(server):
-    base, _ = server
+    base, _, _ = server
     plugins = get_json(f"{base}/data/plugins_listing")
     for name in ("scalars", "hparams", "images"):
         assert plugins.get(name, {}).get("enabled"), f"dashboard {name} inactive; listing: {sorted(plugins)}"
 
 
 def test_every_run_has_its_curves(server):
-    base, run_of = server
+    base, run_of, runs = server
     tags = get_json(f"{base}/data/plugin/scalars/tags")
     for run in run_of.values():
         missing = [t for t in SCALARS if t not in tags.get(run, {})]
@@ -129,28 +130,30 @@ def test_every_run_has_its_curves(server):
         # issue 22: no wall of single-point charts (hp/* copies, one per size and strategy): the sweep is a table
         clutter = [t for t in tags[run] if t.startswith("hp/") or t == "epoch" or "@" in t]
         assert not clutter, f"run {run}: single-point charts in SCALARS: {clutter}"
+        # only curves: the single-point final numbers (test/*, time/*) would come first (groups sort alphabetically)
         groups = {t.split("/")[0] for t in tags[run]}  # the learning rate is train/lr/pg*, not an lr-AdamW group
-        assert groups <= {"train", "val", "test", "time"}, f"run {run}: tag groups {sorted(groups)}"
+        assert groups == {"train", "val"}, f"run {run}: tag groups {sorted(groups)}"
         assert "train/lr/pg1" in tags[run], f"run {run}: no train/lr/pg1 among {sorted(tags[run])}"
         points = get_json(f"{base}/data/plugin/scalars/scalars", run=run, tag="train/loss")
         assert len(points) >= 2, f"{run}: train/loss has {len(points)} points for 4 steps"
         wall, step, value = points[-1]
         assert step > 0 and value == value, f"{run}: last train/loss point {points[-1]}"
-        (acc,) = [v for _, _, v in get_json(f"{base}/data/plugin/scalars/scalars", run=run, tag="test/acc")]
-        assert 0.0 <= acc <= 1.0
+        val = get_json(f"{base}/data/plugin/scalars/scalars", run=run, tag="val/acc")
+        steps = [s for _, s, _ in val]  # HPARAMS names val/acc as a column: no extra point may be logged
+        assert len(steps) == 2 and steps == sorted(set(steps)), f"{run}: val/acc steps {steps}, 2 validations"
 
 
 def test_hparams_table_has_a_row_per_run_with_encoding_and_accuracy(server):
-    base, run_of = server
+    base, run_of, runs = server
     experiment = get_json(f"{base}/data/plugin/hparams/experiment", request=json.dumps({"experimentName": ""}))
     hparams = {h["name"] for h in experiment.get("hparamInfos", [])}
     metrics = {m["name"]["tag"] for m in experiment.get("metricInfos", [])}
     assert {"encoding", "seed"} <= hparams, f"HPARAMS columns: {sorted(hparams)}"
-    assert "test/acc" in metrics, f"HPARAMS metrics: {sorted(metrics)}"
+    assert {"val/acc", "val/loss", "train/loss"} <= metrics, f"HPARAMS metrics: {sorted(metrics)}"
     request = {
         "experimentName": "",
         "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
-        "colParams": [{"hparam": "encoding"}, {"metric": {"tag": "test/acc", "group": ""}}],
+        "colParams": [{"hparam": "encoding"}, {"metric": {"tag": "val/acc", "group": ""}}],
         "startIndex": 0,
         "sliceSize": 100,
     }
@@ -159,11 +162,12 @@ def test_hparams_table_has_a_row_per_run_with_encoding_and_accuracy(server):
     assert set(ENCODINGS) <= set(rows), f"HPARAMS rows for encodings {sorted(rows)}, expected {ENCODINGS}"
     for encoding in ENCODINGS:
         values = {m["name"]["tag"]: m["value"] for m in rows[encoding].get("metricValues", [])}
-        assert 0.0 <= values.get("test/acc", -1.0) <= 1.0, f"{encoding}: HPARAMS metric values {values}"
+        last = get_json(f"{base}/data/plugin/scalars/scalars", run=run_of[encoding], tag="val/acc")[-1][2]
+        assert values.get("val/acc") == pytest.approx(last), f"{encoding}: HPARAMS metric values {values}, last {last}"
 
 
 def test_every_run_shows_pictures_that_load_as_png(server):
-    base, run_of = server
+    base, run_of, runs = server
     tags = get_json(f"{base}/data/plugin/images/tags")
     for run in run_of.values():
         pictures = sorted(t for t in tags.get(run, {}) if t.startswith("pictures/"))
@@ -177,10 +181,24 @@ def test_every_run_shows_pictures_that_load_as_png(server):
 def test_every_run_shows_its_resolution_sweep_as_one_text_table(server):
     """The accuracies beyond the training size are one Markdown table in the TEXT tab (a row per
     strategy, a column per size), not one single-point scalar chart each."""
-    base, run_of = server
+    base, run_of, runs = server
     tags = get_json(f"{base}/data/plugin/text/tags")
     for run in run_of.values():
         (tag,) = [t for t in tags.get(run, []) if t.startswith("test/beyond_training_size")]  # + /text_summary
         entries = get_json(f"{base}/data/plugin/text/text", run=run, tag=tag)
         html = entries[-1]["text"]
         assert "<table" in html and "24" in html and "default" in html, f"{run}: {html[:500]}"
+
+
+def test_every_run_shows_its_final_numbers_as_one_text_table(server):
+    """test/acc, test/loss, val/acc_best and the minutes: a TEXT table, the same numbers as metrics.json."""
+    base, run_of, runs = server
+    tags = get_json(f"{base}/data/plugin/text/tags")
+    for encoding, run in run_of.items():
+        (tag,) = [t for t in tags.get(run, []) if t.startswith("test/final")]
+        html = get_json(f"{base}/data/plugin/text/text", run=run, tag=tag)[-1]["text"]
+        metrics = json.loads(next(p for p in runs.rglob("metrics.json") if run_of_encoding([str(p.parent)], encoding))
+                             .read_text())["metrics"]  # fmt: skip
+        for name in ("test/acc", "test/loss", "val/acc_best", "time/fit_min"):
+            assert name in html, f"{run}: {name} missing from the final table: {html[:500]}"
+        assert f"{100 * metrics['test/acc']:.2f}%" in html, f"{run}: test/acc {metrics['test/acc']} not in {html[:500]}"

@@ -110,15 +110,34 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
 
 
 class RunLogger(TensorBoardLogger):
-    """Lightning's TensorBoard logger without the ``epoch`` scalar, so that TensorBoard's
-    SCALARS page opens on the curves (the epoch is the x axis option, not a metric)."""
+    """Lightning's TensorBoard logger whose SCALARS page holds only curves, so that it opens on
+    ``train/`` and ``val/`` (issue 22). Left out: the ``epoch`` scalar (the x-axis option, not a
+    metric) and the single-point final numbers, ``test/*`` and ``time/*``, which TensorBoard would
+    list first (it orders tag groups alphabetically); train logs those as one TEXT table,
+    ``test/final``, and every report reads them from ``metrics.json``."""
+
+    _naming_columns = False
 
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
-        super().log_metrics({k: v for k, v in metrics.items() if k != "epoch"}, step)
+        if self._naming_columns:
+            return
+        super().log_metrics({k: v for k, v in metrics.items() if k != "epoch" and not k.startswith(FINAL)}, step)
+
+    def log_hyperparams(self, params, metrics: dict | None = None) -> None:
+        """As Lightning's, but ``metrics`` only name the HPARAMS columns: Lightning also logs their
+        values at step 0, which would add a false first point to the curves they name."""
+        self._naming_columns = True
+        try:
+            super().log_hyperparams(params, metrics)
+        finally:
+            self._naming_columns = False
 
 
-#: the final metrics shown as HPARAMS columns (logged under their own tags: no ``hp/*`` copies)
-HPARAMS_METRICS = ("test/acc", "test/loss", "val/acc_best", "time/fit_min")
+#: prefixes of the single-point final numbers, kept out of SCALARS (the TEXT table ``test/final``)
+FINAL = ("test/", "time/")
+#: the HPARAMS metric columns: curves, shown at their last value (runs are compared on validation
+#: there; the test numbers are the TEXT table and the compare report)
+HPARAMS_METRICS = ("val/acc", "val/loss", "train/loss")
 
 
 def lifecycle_callbacks(cfg: DictConfig, out: Path, fast: bool) -> list:
@@ -165,9 +184,10 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
     metrics["time/fit_min"] = fit_seconds / 60  # training + validation (+ compilation), over every resume
     metrics["time/eval_min"] = (time.perf_counter() - eval_start) / 60  # test + evaluation at other sizes
     logger = trainer.logger
-    if extra:  # one text table, not one single-point chart per size and strategy (metrics.json keeps each)
-        from vitpos.compare.report import sweep_markdown
+    from vitpos.compare.report import final_scores_markdown, sweep_markdown
 
+    logger.experiment.add_text("test/final", final_scores_markdown(metrics), trainer.global_step)
+    if extra:  # one text table, not one single-point chart per size and strategy (metrics.json keeps each)
         default = f"default ({module.encoding.strategy})"
         table = sweep_markdown({k: v for k, v in extra.items() if not math.isnan(v)}, default)
         logger.experiment.add_text("test/beyond_training_size", table, trainer.global_step)
@@ -181,8 +201,7 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         "params": int(metrics["params"]),
         "params_pos": int(metrics["params_pos"]),
     }
-    shown = {k: v for k, v in metrics.items() if k in HPARAMS_METRICS and not math.isnan(v)}  # sizes: the TEXT table
-    logger.log_hyperparams(hparams, shown)  # HPARAMS columns point at the existing test/... scalars
+    logger.log_hyperparams(hparams, dict.fromkeys(HPARAMS_METRICS, 0.0))  # names the columns; values: the curves
     logger.finalize("success")
     if not fast:  # the very last write: its presence means trained to max_epochs and tested
         write_status(

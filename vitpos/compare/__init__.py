@@ -8,8 +8,10 @@ A *run* is any folder below ``runs=`` that holds TensorBoard event files
 well as the older ``runs/<group>/<label>/seed<k>``. Its task (group), model and
 label come from the folder names and from the config saved in its
 ``hparams.yaml``; its training budget (data size, epochs) from that config.
-Scalars are read with TensorBoard's own reader. A run is *complete* when it
-logged ``test/acc``; *diverged* when its ``metrics.json`` says so or its
+Curves are read with TensorBoard's own reader, the final numbers from
+``metrics.json`` (runs made before the final numbers left TensorBoard's
+SCALARS also have them as scalars). A run is *complete* when it has a
+``test/acc``; *diverged* when its ``metrics.json`` says so or its
 ``train/loss`` went non-finite; incomplete or failed otherwise. Only complete
 runs enter the means; every other run is listed with its reason, never dropped.
 

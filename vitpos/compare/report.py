@@ -45,6 +45,26 @@ def sweep_markdown(results: dict[str, float], default: str) -> str:
     return markdown_table(["strategy", *order], [r for r in rows if any(r[1:])])
 
 
+#: a run's final numbers, in the order TensorBoard's TEXT table ``test/final`` lists them
+FINAL_SCORES = (
+    "test/acc", "test/acc_raw", "test/acc_flip", "test/loss", "val/acc_best", "time/fit_min", "time/eval_min"
+)  # fmt: skip
+
+
+def final_scores_markdown(metrics: dict[str, float]) -> str:
+    """One run's final numbers (those of ``FINAL_SCORES`` it has) as a two-column Markdown table:
+    accuracies in %, the loss as is, times in minutes. Train logs it to TensorBoard's TEXT tab, so
+    SCALARS holds only curves (a single-point chart per final number would come before them)."""
+
+    def cell(name: str, value: float) -> str:
+        if name.startswith("time/"):
+            return f"{value:.1f} min"
+        return f"{value:.4f}" if name.endswith("loss") else f"{100 * value:.2f}%"
+
+    rows = [[f"`{k}`", cell(k, metrics[k])] for k in FINAL_SCORES if k in metrics and not math.isnan(metrics[k])]
+    return markdown_table(["metric", "value"], rows)
+
+
 def fmt(mean: float, std: float, seeds: int) -> str:
     """An accuracy as "41.7 ± 1.0 (2)": percent, one decimal, std over seeds (— for one), number of seeds."""
     if mean is None or math.isnan(mean):

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from lightning.pytorch.loggers import TensorBoardLogger
 from torch.utils.tensorboard import SummaryWriter
@@ -279,3 +280,34 @@ def test_stray_event_files_higher_up_are_a_run_and_hide_nothing(tmp_path):
     assert runs.loc["shapes", "status"] == "incomplete"  # its own val/acc only, not the run below
     assert runs.loc["shapes/rope_2d/seed0", "status"] == "complete"
     assert runs.loc["shapes/rope_2d/seed0", "val/acc_best"] == pytest.approx(0.6)  # version_1 read with it
+
+
+def test_each_protocol_gets_its_own_plot_panel_and_upsampled_sizes_are_marked(tmp_path, monkeypatch):
+    """Two budgets of one task (train at 16 px vs 16-32 px) never share axes (issue 20: protocols
+    never mix), lines are named by label alone, and a size above native is marked upsampled."""
+    from matplotlib.figure import Figure
+
+    from vitpos.compare.plots import panel_title, plot_extrapolation
+
+    single, multi = "cifar10 × 13 epochs, trained at 16 px (native 32)", "cifar10 × 9 epochs, trained at 16-32 px"
+    groups = pd.DataFrame(
+        [
+            {"task": "g", "model": "m", "budget": single, "label": "rope_2d-0a1b2c",
+             "test/acc@res32_mean": 0.5, "test/acc@res32_std": 0.01, "test/acc@res64up_mean": 0.3,
+             "test/acc@res64up_std": 0.0},
+            {"task": "g", "model": "m", "budget": multi, "label": "rope_2d-99aa00",
+             "test/acc@res32_mean": 0.6, "test/acc@res32_std": 0.0, "test/acc@res64up_mean": np.nan,
+             "test/acc@res64up_std": np.nan},
+        ]
+    )  # fmt: skip
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))  # keep the figure
+    titles = plot_extrapolation(groups, "res", tmp_path / "acc.png")
+    assert titles == [panel_title("g", "m", single), panel_title("g", "m", multi)]
+    assert titles[0] == f"g · model m\n{single}"
+    (figure,) = drawn
+    first, second = figure.axes
+    assert [t.get_text() for t in first.get_legend().get_texts()] == ["rope_2d"]  # no hash, no budget
+    assert [t.get_text() for t in first.get_xticklabels()] == ["32", "64\n(upsampled)"]
+    assert [t.get_text() for t in second.get_xticklabels()] == ["32"]
+    assert plot_extrapolation(groups, "len", tmp_path / "len.png") == []  # nothing logged: no plot

@@ -1,8 +1,10 @@
 """The plots of ``vitpos.compare``: val/acc curves and accuracy vs resolution / length.
 
-One panel per task; when a task holds several models or budgets, each line's
-name carries its model and budget so that lines of different runs are never
-taken for the same encoding.
+One panel per section of the report, i.e. per (task, model, budget): the budget
+names the protocol (data, epochs, train size, native or resampled test sizes),
+so lines of two protocols never share axes (issue 20: "protocols never mix").
+The panels stack vertically with the legend beside each; an encoding keeps its
+colour in every panel of a figure.
 """
 
 from __future__ import annotations
@@ -28,71 +30,95 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def _axes(n: int, title: str, width: float = 5.5) -> tuple[Figure, list]:
-    fig = Figure(figsize=(width * n, 4.8), layout="constrained")
+def _axes(n: int, title: str, width: float) -> tuple[Figure, list]:
+    """``n`` panels stacked vertically, each ``width`` wide (room for a legend on its right)."""
+    fig = Figure(figsize=(width, 0.6 + 4.2 * n), layout="constrained")
     fig.suptitle(title)
-    return fig, [fig.add_subplot(1, n, i + 1) for i in range(n)]
+    return fig, [fig.add_subplot(n, 1, i + 1) for i in range(n)]
 
 
-def _name(label: str, model: str, budget: str, several: bool) -> str:
-    label = HASH.sub("", label)
-    return f"{label} [{model}, {budget}]" if several and (model or budget) else label
+def panel_title(task: str, model: str, budget: str) -> str:
+    """The report section's heading, on two lines: task and model, then the budget (protocol)."""
+    first = " · ".join(x for x in (task, f"model {model}" if model else "") if x)
+    return f"{first}\n{budget}" if budget else first
 
 
-def plot_val_curves(runs: list, complete: set[tuple[str, str]], path: Path) -> bool:
-    """val/acc vs step, one line per (model, budget, label) (mean over the seeds logged at that
-    step), one panel per task; dashed for lines without any complete seed."""
-    curves: dict[str, dict[tuple, list[pd.Series]]] = {}
+def _colors(labels) -> dict[str, tuple]:
+    """One colour per label (hash dropped), the same in every panel."""
+    names = sorted({HASH.sub("", label) for label in labels})
+    if len(names) <= 10:
+        return {name: matplotlib.colormaps["tab10"](i) for i, name in enumerate(names)}
+    # tab20 holds ten hues, dark then light: every dark one first, so neighbours differ in hue
+    return {name: matplotlib.colormaps["tab20"]((2 * i) % 20 + (2 * i // 20) % 2) for i, name in enumerate(names)}
+
+
+def _legend(ax, entries: int) -> None:
+    ax.legend(fontsize="small" if entries <= 12 else "x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              ncol=1 + entries // 20, frameon=False)  # fmt: skip
+
+
+def plot_val_curves(runs: list, complete: set[tuple[str, str, str, str]], path: Path) -> list[str]:
+    """val/acc vs step, one line per label (mean over the seeds logged at that step), one panel
+    per (task, model, budget); dashed for lines without any complete seed (``complete`` holds the
+    (task, model, budget, label) keys that have one). Returns the panel titles (empty: no plot)."""
+    curves: dict[tuple, dict[str, list[pd.Series]]] = {}
     for r in runs:
         s = r.scalars.get("val/acc")
         if s is not None and not s.empty:
             series = s.drop_duplicates("step", keep="last").set_index("step")["value"]
-            curves.setdefault(r.task, {}).setdefault((r.model, r.budget, r.label), []).append(series)
+            curves.setdefault((r.task, r.model, r.budget), {}).setdefault(r.label, []).append(series)
     if not curves:
-        return False
-    fig, axes = _axes(len(curves), "val/acc (mean over seeds)")
-    for ax, (task, lines) in zip(axes, sorted(curves.items())):
-        several = len({k[:2] for k in lines}) > 1
-        for (model, budget, label), seeds in sorted(lines.items()):
+        return []
+    colors = _colors(label for lines in curves.values() for label in lines)
+    titles = [panel_title(*key) for key in sorted(curves)]
+    fig, axes = _axes(len(curves), "val/acc (mean over seeds)", width=10.0)
+    for ax, title, (key, lines) in zip(axes, titles, sorted(curves.items())):
+        for label, seeds in sorted(lines.items()):
             mean = pd.concat(seeds, axis=1).sort_index().mean(axis=1)
-            done = (task, label) in complete
-            name = _name(label, model, budget, several)
-            ax.plot(mean.index, 100 * mean.to_numpy(), marker="." if len(mean) < 30 else None,
+            name = HASH.sub("", label)
+            done = (*key, label) in complete
+            ax.plot(mean.index, 100 * mean.to_numpy(), marker="." if len(mean) < 30 else None, color=colors[name],
                     ls="-" if done else "--", label=name if done else f"{name} (incomplete)")  # fmt: skip
-        ax.set(title=task, xlabel="step", ylabel="val/acc (%)")
+        ax.set(xlabel="step", ylabel="val/acc (%)")
+        ax.set_title(title, fontsize="medium")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        _legend(ax, len(lines))
     _save(fig, path)
-    return True
+    return titles
 
 
-def plot_extrapolation(groups: pd.DataFrame, kind: str, path: Path) -> bool:
-    """Mean test accuracy (%) vs resolution (``res``) or length (``len``), one line per label[/strategy]."""
-    points = []  # (task, key, line, x, mean, std)
+def plot_extrapolation(groups: pd.DataFrame, kind: str, path: Path) -> list[str]:
+    """Mean test accuracy (%) vs resolution (``res``) or length (``len``), one line per
+    label[/strategy], one panel per (task, model, budget). Returns the panel titles (empty: no plot)."""
+    points = []  # (panel key, label, strategy, x, upsampled, mean, std)
     for _, g in groups.iterrows():
         for c in groups.columns:
             m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
             if m and m.group(1) == kind and not math.isnan(g[c]):
-                points.append((g["task"], (g["model"], g["budget"], g["label"]), m.group(4) or "", int(m.group(2)),
-                               100 * g[c], 100 * g[c.replace("_mean", "_std")]))  # fmt: skip
+                points.append(((g["task"], g["model"], g["budget"]), HASH.sub("", g["label"]), m.group(4) or "",
+                               int(m.group(2)), bool(m.group(3)), 100 * g[c],
+                               100 * g[c.replace("_mean", "_std")]))  # fmt: skip
     if not points:
-        return False
-    df = pd.DataFrame(points, columns=["task", "key", "strategy", "x", "mean", "std"])
+        return []
+    df = pd.DataFrame(points, columns=["key", "label", "strategy", "x", "up", "mean", "std"])
     what = "resolution (pixels)" if kind == "res" else "sequence length"
-    fig, axes = _axes(df["task"].nunique(), f"test accuracy vs {what}", width=9.5)
-    for ax, (task, t) in zip(axes, df.groupby("task")):
-        keys = sorted(set(t["key"]))
-        several = len({k[:2] for k in keys}) > 1
-        colors = {k: matplotlib.colormaps["tab20"](i % 20) for i, k in enumerate(keys)}
-        for (key, strategy), d in t.groupby(["key", "strategy"], sort=True):
+    colors = _colors(df["label"])
+    keys = sorted(set(df["key"]))
+    titles = [panel_title(*key) for key in keys]
+    fig, axes = _axes(len(keys), f"test accuracy vs {what}", width=11.0)
+    for ax, title, key in zip(axes, titles, keys):
+        t = df[df["key"] == key]
+        lines = t.groupby(["label", "strategy"], sort=True)
+        for (label, strategy), d in lines:
             d = d.sort_values("x")
-            name = _name(key[2], key[0], key[1], several) + (f"/{strategy}" if strategy else "")
             ax.errorbar(d["x"], d["mean"], yerr=np.nan_to_num(d["std"]), marker="o", ms=3, capsize=2,
-                        color=colors[key], ls=STRATEGY_STYLES.get(strategy, (0, (1, 1))), label=name)  # fmt: skip
-        ax.set(title=task, xlabel=what, ylabel="test/acc (%)")
-        ax.set_xticks(sorted(t["x"].unique()))
+                        color=colors[label], ls=STRATEGY_STYLES.get(strategy, (0, (1, 1))),
+                        label=label + (f"/{strategy}" if strategy else ""))  # fmt: skip
+        ax.set(xlabel=what, ylabel="test/acc (%)")
+        ax.set_title(title, fontsize="medium")
+        sizes = t.groupby("x")["up"].any().sort_index()  # a size above native: resampled, no new detail
+        ax.set_xticks(sizes.index, [f"{x}\n(upsampled)" if up else str(x) for x, up in sizes.items()])
         ax.grid(alpha=0.3)
-        columns = 1 + len(t.groupby(["key", "strategy"])) // 24
-        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=columns)
+        _legend(ax, lines.ngroups)
     _save(fig, path)
-    return True
+    return titles

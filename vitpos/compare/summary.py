@@ -135,7 +135,7 @@ def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: l
     groups = aggregate(rows)
     out.mkdir(parents=True, exist_ok=True)
     notes = []
-    complete = set(zip(groups["task"], groups["label"]))
+    complete = set(zip(groups["task"], groups["model"], groups["budget"], groups["label"]))
     if not plot_val_curves(runs, complete, out / "val_acc_curves.png"):
         notes.append("_No val/acc logged: val_acc_curves.png not drawn._")
     for kind, name in (("res", "acc_vs_resolution.png"), ("len", "acc_vs_length.png")):

@@ -287,7 +287,8 @@ def test_each_protocol_gets_its_own_plot_panel_and_upsampled_sizes_are_marked(tm
     never mix), lines are named by label alone, and a size above native is marked upsampled."""
     from matplotlib.figure import Figure
 
-    from vitpos.compare.plots import panel_title, plot_extrapolation
+    from vitpos.compare.plots import plot_extrapolation
+    from vitpos.compare.report import section_title
 
     single, multi = "cifar10 × 13 epochs, trained at 16 px (native 32)", "cifar10 × 9 epochs, trained at 16-32 px"
     groups = pd.DataFrame(
@@ -303,7 +304,7 @@ def test_each_protocol_gets_its_own_plot_panel_and_upsampled_sizes_are_marked(tm
     drawn = []
     monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))  # keep the figure
     titles = plot_extrapolation(groups, "res", tmp_path / "acc.png")
-    assert titles == [panel_title("g", "m", single), panel_title("g", "m", multi)]
+    assert titles == [section_title("g", "m", single, plain=True), section_title("g", "m", multi, plain=True)]
     assert titles[0] == f"g · model m\n{single}"
     (figure,) = drawn
     first, second = figure.axes

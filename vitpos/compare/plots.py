@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from vitpos.compare.report import EXTRAP, HASH
+from vitpos.compare.report import EXTRAP, HASH, section_title
 
 #: line style per strategy: the encoding's default solid, the others dashed or dotted
 STRATEGY_STYLES = {"": "-", "interpolate": "--", "clamp": "--", "ntk": "-.", "dynamic": (0, (3, 1, 1, 1, 1, 1)),
@@ -35,12 +35,6 @@ def _axes(n: int, title: str, width: float) -> tuple[Figure, list]:
     fig = Figure(figsize=(width, 0.6 + 4.2 * n), layout="constrained")
     fig.suptitle(title)
     return fig, [fig.add_subplot(n, 1, i + 1) for i in range(n)]
-
-
-def panel_title(task: str, model: str, budget: str) -> str:
-    """The report section's heading, on two lines: task and model, then the budget (protocol)."""
-    first = " · ".join(x for x in (task, f"model {model}" if model else "") if x)
-    return f"{first}\n{budget}" if budget else first
 
 
 def _colors(labels) -> dict[str, tuple]:
@@ -70,7 +64,7 @@ def plot_val_curves(runs: list, complete: set[tuple[str, str, str, str]], path: 
     if not curves:
         return []
     colors = _colors(label for lines in curves.values() for label in lines)
-    titles = [panel_title(*key) for key in sorted(curves)]
+    titles = [section_title(*key, plain=True) for key in sorted(curves)]
     fig, axes = _axes(len(curves), "val/acc (mean over seeds)", width=10.0)
     for ax, title, (key, lines) in zip(axes, titles, sorted(curves.items())):
         for label, seeds in sorted(lines.items()):
@@ -104,7 +98,7 @@ def plot_extrapolation(groups: pd.DataFrame, kind: str, path: Path) -> list[str]
     what = "resolution (pixels)" if kind == "res" else "sequence length"
     colors = _colors(df["label"])
     keys = sorted(set(df["key"]))
-    titles = [panel_title(*key) for key in keys]
+    titles = [section_title(*key, plain=True) for key in keys]
     fig, axes = _axes(len(keys), f"test accuracy vs {what}", width=11.0)
     for ax, title, key in zip(axes, titles, keys):
         t = df[df["key"] == key]

@@ -141,8 +141,11 @@ def strategy_tables(groups: pd.DataFrame, names: dict[str, str], kind: str) -> l
     return parts
 
 
-def section_title(task: str, model: str, budget: str) -> str:
-    return " · ".join(p for p in (task, f"model `{model}`" if model else "", budget) if p)
+def section_title(task: str, model: str, budget: str, plain: bool = False) -> str:
+    """A report section's heading; ``plain``: the same words for a plot panel (no Markdown, the
+    budget on a line of its own)."""
+    head = " · ".join(p for p in (task, (f"model {model}" if plain else f"model `{model}`") if model else "") if p)
+    return ("\n" if plain else " · ").join(p for p in (head, budget) if p)
 
 
 def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, jobs: list, notes: list[str]) -> str:

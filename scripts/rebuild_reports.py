@@ -5,9 +5,11 @@
     python scripts/rebuild_reports.py recipe_ablation runs/recipe_ablation   # one, from a runs folder
 
 THIS REWRITES TRACKED FILES in docs/results/<name>/ (report.md, report.csv, runs.csv and the
-plots). It is the only command that writes into docs/: the commands in the README and the docs
-write their reports under runs/. The runs come from docs/results/<name>/runs/ (a snapshot written
-by scripts/snapshot_runs.py) or from the folder given. Review `git diff docs/results` afterwards.
+plots), then the tables that README.md and docs/*.md quote from the reports (the blocks between
+"<!-- generated: ... -->" markers, vitpos/compare/doc_tables.py). It is the only command that
+writes into docs/: the commands in the README and the docs write their reports under runs/. The
+runs come from docs/results/<name>/runs/ (a snapshot written by scripts/snapshot_runs.py) or from
+the folder given. Review `git diff docs/results README.md docs` afterwards.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import sys
 from pathlib import Path
 
 from vitpos.compare import compare
+from vitpos.compare.doc_tables import refresh_page
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def rebuild(name: str, source: Path) -> None:
@@ -41,6 +46,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    for page in PAGES:
+        if refresh_page(page):
+            print(f"rewrote the generated tables of {page.relative_to(ROOT)}", flush=True)
     return 0
 
 

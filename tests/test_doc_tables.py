@@ -1,0 +1,82 @@
+"""The tables the README and the docs quote are generated from the committed reports
+(vitpos/compare/doc_tables.py) and cannot drift from them."""
+
+import csv
+
+import pytest
+from conftest import ROOT
+
+from vitpos.compare.doc_tables import TABLES, blocks, generate, multires_vs_single, native_headline, refresh
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SINGLE = "cifar10, full train set × 13 epochs, trained at 16 px (native 32)"
+MULTI = "cifar10, full train set × 9 epochs, trained at 16-32 px (native 32)"
+
+
+def test_every_committed_page_quotes_its_report_as_generated():
+    quoted = set()
+    for page in PAGES:
+        for name, body in blocks(page.read_text()):
+            assert body == generate(name) + "\n", (
+                f"{page.name}: the table {name!r} differs from its committed report; "
+                "run `python scripts/rebuild_reports.py` (it rewrites the block) instead of editing it by hand"
+            )
+            quoted.add(name)
+    assert quoted == set(TABLES), f"tables no page quotes: {sorted(set(TABLES) - quoted)}"
+
+
+def row(label, budget, **acc):
+    """A report.csv row; ``acc`` maps "32" / "48up" / "32/interpolate" to an accuracy fraction."""
+    columns = {f"test/acc@res{key.replace('_', '/')}_mean": str(value) for key, value in acc.items()}
+    return {"label": label, "budget": budget, **columns}
+
+
+REPORT = [
+    row("rope_2d-aaaaaa", SINGLE, **{"16": 0.64, "32": 0.37, "32_interpolate": 0.625, "64up": 0.25}),
+    row("learned_2d-bbbbbb", SINGLE, **{"16": 0.647, "32": 0.612, "32_interpolate": 0.612, "64up": 0.41}),
+    row("rope_2d-cccccc", MULTI, **{"16": 0.573, "32": 0.615, "32_interpolate": 0.59, "64up": 0.384}),
+]
+
+
+def test_the_headline_takes_single_size_runs_only_and_names_a_better_strategy():
+    lines = native_headline(REPORT).splitlines()
+    assert lines[0] == "| encoding | 16 px | 32 px, default strategy | 32 px, best strategy | 64 px (upsampled) |"
+    # best native score first; the multi-resolution rope_2d (61.5 at 32 px) never enters this table
+    assert lines[2:] == [
+        "| `rope_2d` | 64.0 | 37.0 | 62.5 (interpolate) | 25.0 |",
+        "| `learned_2d` | 64.7 | 61.2 | 61.2 | 41.0 |",  # a strategy that only ties the default is not named
+    ]
+
+
+def test_the_multires_table_marks_upsampled_sizes_and_adds_up_as_printed():
+    lines = multires_vs_single(REPORT).splitlines()
+    assert lines[0] == "| encoding | training | 16 px | 32 px (native) | 64 px (up) | 32 px - 16 px |"
+    assert lines[2:5] == [
+        "| `rope_2d` | 16 px, 13 epochs | 64.0 | 37.0 | 25.0 | -27.0 |",
+        "| `rope_2d` (interpolate) | 16 px, 13 epochs | 64.0 | 62.5 | - | -1.5 |",
+        "| `rope_2d` | 16-32 px, 9 epochs | 57.3 | 61.5 | 38.4 | +4.2 |",  # its default strategy only
+    ]
+    # no multi-resolution run: last
+    assert lines[5] == "| `learned_2d` | 16 px, 13 epochs | 64.7 | 61.2 | 41.0 | -3.5 |"
+
+
+def test_refresh_rewrites_a_stale_block_and_nothing_else(tmp_path):
+    (tmp_path / "demo").mkdir()
+    with open(tmp_path / "demo" / "report.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=sorted({k for r in REPORT for k in r}))
+        writer.writeheader()
+        writer.writerows(REPORT)
+    TABLES["demo/headline"] = ("demo", native_headline)
+    try:
+        stale = "<!-- generated: demo/headline from x -->\n| stale |\n"
+        page = "Intro\n" + stale + "<!-- end generated: demo/headline -->\nEnd\n"
+        new = refresh(page, tmp_path)
+        assert new.startswith("Intro\n<!-- generated: demo/headline from x -->\n| encoding |")
+        assert new.endswith("| 41.0 |\n<!-- end generated: demo/headline -->\nEnd\n")
+        assert refresh(new, tmp_path) == new
+        with pytest.raises(ValueError, match="demo/headline"):
+            refresh(stale, tmp_path)  # no end marker
+    finally:
+        del TABLES["demo/headline"]
+    with pytest.raises(KeyError, match="valid names: extrapolation_native/headline"):
+        generate("no/such_table")

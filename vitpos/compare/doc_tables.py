@@ -1,0 +1,221 @@
+"""The Markdown tables the README and the docs quote from committed reports, generated
+from each report's ``report.csv`` so a quoted number can never drift from its source
+(issue 20: "the README tables are generated from it").
+
+A page holds each table between two markers::
+
+    <!-- generated: NAME from docs/results/<report>/report.csv by scripts/rebuild_reports.py -->
+    | ... |
+    <!-- end generated: NAME -->
+
+``python scripts/rebuild_reports.py`` rewrites every block after rebuilding the reports
+(:func:`refresh_page`); ``tests/test_doc_tables.py`` fails when a committed page and the
+committed report it quotes disagree. Accuracies are in %, one decimal; differences are
+taken between the rounded numbers shown, so every row adds up as printed.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .tables import markdown_table
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+
+# "cifar10, full train set × 13 epochs, trained at 16-32 px (native 32)": the budget column of report.csv
+_BUDGET = re.compile(r"× (?P<epochs>\d+) epochs, trained at (?P<sizes>[\d-]+) px \(native (?P<native>\d+)\)")
+# "test/acc@res48up/interpolate_mean": size, "up" when upsampled past the native size, strategy (none: the default)
+_ACC = re.compile(r"^test/acc@res(?P<size>\d+)(?P<up>up)?(?:/(?P<strategy>[a-z_]+))?_mean$")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """What a report row's budget says about training: epochs, train sizes and native size."""
+
+    epochs: int
+    train_sizes: str  # "16" or "16-32"
+    native: int
+
+    @property
+    def multi_resolution(self) -> bool:
+        return "-" in self.train_sizes
+
+    @property
+    def smallest(self) -> int:
+        return int(self.train_sizes.split("-")[0])
+
+    def describe(self) -> str:
+        return f"{self.train_sizes} px, {self.epochs} epochs"
+
+
+def read_report(name: str, results: Path = RESULTS) -> list[dict[str, str]]:
+    """The rows of ``docs/results/<name>/report.csv``."""
+    with open(results / name / "report.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def encoding_of(label: str) -> str:
+    """``rope_2d-29d7bf`` -> ``rope_2d`` (a run label is the encoding plus a config hash)."""
+    return re.sub(r"-[0-9a-f]{6}$", "", label)
+
+
+def protocol_of(row: dict[str, str]) -> Protocol:
+    match = _BUDGET.search(row["budget"])
+    if match is None:
+        raise ValueError(f"report row {row['label']!r}: budget {row['budget']!r} names no train size and native size")
+    return Protocol(int(match["epochs"]), match["sizes"], int(match["native"]))
+
+
+def accuracies(row: dict[str, str]) -> dict[tuple[int, str | None], float]:
+    """{(size, strategy or None for the default): mean test accuracy in %} of one report row."""
+    out = {}
+    for column, value in row.items():
+        match = _ACC.match(column)
+        if match and value:
+            out[(int(match["size"]), match["strategy"])] = 100 * float(value)
+    return out
+
+
+def sizes_of(rows: list[dict[str, str]]) -> list[tuple[int, bool]]:
+    """(size, upsampled) of every evaluation size in ``rows``, smallest first."""
+    found = set()
+    for row in rows:
+        found |= {
+            (int(m["size"]), bool(m["up"])) for c, v in row.items() if v and (m := _ACC.match(c)) and not m["strategy"]
+        }
+    return sorted(found)
+
+
+def size_header(size: int, upsampled: bool, native: int) -> str:
+    return f"{size} px (up)" if upsampled else f"{size} px (native)" if size == native else f"{size} px"
+
+
+def best_other_strategy(row: dict[str, str], size: int) -> tuple[str, float] | None:
+    """The non-default strategy with the best accuracy at ``size``, when it beats the default
+    there (rounded as printed), else None."""
+    acc = accuracies(row)
+    others = [(s, a) for (n, s), a in acc.items() if n == size and s is not None]
+    if not others or (size, None) not in acc:
+        return None
+    strategy, value = max(others, key=lambda sa: sa[1])
+    return (strategy, value) if round(value, 1) > round(acc[(size, None)], 1) else None
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _rows_of(report: list[dict[str, str]], multi_resolution: bool) -> list[dict[str, str]]:
+    return [r for r in report if protocol_of(r).multi_resolution == multi_resolution]
+
+
+def native_headline(report: list[dict[str, str]]) -> str:
+    """The README's table of the native protocol (single-size training): accuracy at the train
+    size, at the native size with the default and with the best strategy, and at the largest
+    upsampled size; best native score first."""
+    rows = _rows_of(report, multi_resolution=False)
+    if not rows:
+        raise ValueError("the report has no single-size run of the native protocol")
+    protocol = protocol_of(rows[0])
+    largest = max(s for s, _ in sizes_of(rows))
+    native, small = protocol.native, protocol.smallest
+    table = []
+    for row in rows:
+        acc = accuracies(row)
+        default = acc.get((native, None))
+        best = best_other_strategy(row, native)
+        best_text = f"{best[1]:.1f} ({best[0]})" if best else _fmt(default)
+        cells = [f"`{encoding_of(row['label'])}`", _fmt(acc.get((small, None))), _fmt(default), best_text]
+        table.append((best[1] if best else default or 0.0, [*cells, _fmt(acc.get((largest, None)))]))
+    header = [
+        "encoding",
+        f"{small} px",
+        f"{native} px, default strategy",
+        f"{native} px, best strategy",
+        f"{largest} px (upsampled)",
+    ]
+    return markdown_table(header, [cells for _, cells in sorted(table, key=lambda t: -t[0])])
+
+
+def multires_vs_single(report: list[dict[str, str]]) -> str:
+    """docs/extrapolation.md's table: per encoding, single-size training (its default strategy,
+    and its best other strategy at the native size where that beats the default) beside
+    multi-resolution training, at every evaluation size, with the native - train-size gap.
+    Encodings with a multi-resolution run come first, best native score first."""
+    sizes = sizes_of(report)
+    native = protocol_of(report[0]).native
+    by_encoding: dict[str, list[dict[str, str]]] = {}
+    for row in sorted(report, key=lambda r: protocol_of(r).multi_resolution):
+        by_encoding.setdefault(encoding_of(row["label"]), []).append(row)
+
+    def line(name: str, row: dict[str, str], strategy: str | None) -> list[str]:
+        protocol, acc = protocol_of(row), accuracies(row)
+        values = [acc.get((s, strategy), acc.get((s, None)) if s == protocol.smallest else None) for s, _ in sizes]
+        lo, hi = acc.get((protocol.smallest, None)), acc.get((native, strategy))
+        gap = None if lo is None or hi is None else round(hi, 1) - round(lo, 1)
+        label = f"`{name}`" + (f" ({strategy})" if strategy else "")
+        return [label, protocol.describe(), *map(_fmt, values), "-" if gap is None else f"{gap:+.1f}"]
+
+    def rank(name: str) -> float:
+        multi = [accuracies(r).get((native, None)) for r in by_encoding[name] if protocol_of(r).multi_resolution]
+        return -(multi[0] if multi and multi[0] is not None else -1.0)
+
+    table = []
+    for name in sorted(by_encoding, key=rank):
+        for row in by_encoding[name]:
+            table.append(line(name, row, None))
+            best = None if protocol_of(row).multi_resolution else best_other_strategy(row, native)
+            if best:
+                table.append(line(name, row, best[0]))
+    small = min(protocol_of(r).smallest for r in report)
+    header = ["encoding", "training", *(size_header(s, up, native) for s, up in sizes), f"{native} px - {small} px"]
+    return markdown_table(header, table)
+
+
+#: NAME -> (the report it quotes, the function that turns its rows into the table)
+TABLES: dict[str, tuple[str, Callable[[list[dict[str, str]]], str]]] = {
+    "extrapolation_native/headline": ("extrapolation_native", native_headline),
+    "extrapolation_native/multires": ("extrapolation_native", multires_vs_single),
+}
+
+_BLOCK = re.compile(
+    r"(?P<open><!-- generated: (?P<name>\S+) [^\n]*-->\n)(?P<body>.*?)(?P<close><!-- end generated: (?P=name) -->)",
+    flags=re.S,
+)
+
+
+def generate(name: str, results: Path = RESULTS) -> str:
+    if name not in TABLES:
+        raise KeyError(f"unknown generated table {name!r}; valid names: {', '.join(TABLES)}")
+    report, make = TABLES[name]
+    return make(read_report(report, results))
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """(name, body) of every generated block of a page; an opening marker without its end
+    marker is an error."""
+    found = [(m["name"], m["body"]) for m in _BLOCK.finditer(text)]
+    opened = re.findall(r"<!-- generated: (\S+) ", text)
+    if len(opened) != len(found):
+        unclosed = sorted(set(opened) - {n for n, _ in found}) or opened
+        raise ValueError(f"generated block(s) {unclosed} have no '<!-- end generated: NAME -->' line")
+    return found
+
+
+def refresh(text: str, results: Path = RESULTS) -> str:
+    """``text`` with every generated block rewritten from its report."""
+    blocks(text)  # checks the markers pair up
+    return _BLOCK.sub(lambda m: m["open"] + generate(m["name"], results) + "\n" + m["close"], text)
+
+
+def refresh_page(path: Path, results: Path = RESULTS) -> bool:
+    """Rewrite the generated blocks of one page; True when it changed."""
+    old = path.read_text()
+    new = refresh(old, results)
+    if new != old:
+        path.write_text(new)
+    return new != old

@@ -6,7 +6,16 @@ import csv
 import pytest
 from conftest import ROOT
 
-from vitpos.compare.doc_tables import TABLES, blocks, generate, multires_vs_single, native_headline, refresh
+from vitpos.compare.doc_tables import (
+    TABLES,
+    blocks,
+    comparison_headline,
+    generate,
+    multires_vs_single,
+    native_headline,
+    read_csv,
+    refresh,
+)
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SINGLE = "cifar10, full train set × 13 epochs, trained at 16 px (native 32)"
@@ -60,13 +69,37 @@ def test_the_multires_table_marks_upsampled_sizes_and_adds_up_as_printed():
     assert lines[5] == "| `learned_2d` | 16 px, 13 epochs | 64.7 | 61.2 | 41.0 | -3.5 |"
 
 
+def test_the_comparison_headline_counts_position_parameters_against_none_and_keeps_one_budget():
+    budget = "cifar10, full train set × 13 epochs"
+
+    def summary(label, test, val):
+        return {"label": label, "budget": budget, "test/acc_mean": test, "test/acc_std": "0.01",
+                "val/acc_best_mean": val, "val/acc_best_std": ""}  # fmt: skip
+
+    def run(label, seed, params, fit, status="complete"):
+        return {"label": label, "seed": str(seed), "params": params, "time/fit_min": fit, "time/eval_min": "0.5",
+                "status": status}  # fmt: skip
+
+    report = [summary("none-111111", "0.60", "0.61"), summary("cpe-222222", "0.70", "0.71")]
+    runs = [run("none-111111", 0, "1000", "8"), run("cpe-222222", 1, "1640", "9.0"),
+            run("cpe-222222", 0, "1640", "8.1"), run("cpe-222222", 2, "1640", "1.0", status="failed")]  # fmt: skip
+    lines = comparison_headline(report, runs).splitlines()
+    assert lines[0].endswith("| run min (by seed) |")  # the encodings ran different seeds
+    assert lines[2:] == [
+        "| `cpe` | 640 | **70.0 ± 1.0** | 71.0 ± 0.0 | 8.6 / 9.5 |",  # seeds in order; the failed run is not one
+        "| `none` | 0 | 60.0 ± 1.0 | 61.0 ± 0.0 | 8.5 |",
+    ]
+    with pytest.raises(ValueError, match="one budget"):
+        comparison_headline([*report, {**report[0], "budget": "cifar10, 6,000 images × 8 epochs"}], runs)
+
+
 def test_refresh_rewrites_a_stale_block_and_nothing_else(tmp_path):
     (tmp_path / "demo").mkdir()
     with open(tmp_path / "demo" / "report.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=sorted({k for r in REPORT for k in r}))
         writer.writeheader()
         writer.writerows(REPORT)
-    TABLES["demo/headline"] = ("demo", native_headline)
+    TABLES["demo/headline"] = ("demo", lambda folder: native_headline(read_csv(folder / "report.csv")))
     try:
         stale = "<!-- generated: demo/headline from x -->\n| stale |\n"
         page = "Intro\n" + stale + "<!-- end generated: demo/headline -->\nEnd\n"

@@ -52,9 +52,9 @@ class Protocol:
         return f"{self.train_sizes} px, {self.epochs} epochs"
 
 
-def read_report(name: str, results: Path = RESULTS) -> list[dict[str, str]]:
-    """The rows of ``docs/results/<name>/report.csv``."""
-    with open(results / name / "report.csv", newline="") as f:
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """The rows of a report's ``report.csv`` or ``runs.csv``."""
+    with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
 
@@ -176,10 +176,57 @@ def multires_vs_single(report: list[dict[str, str]]) -> str:
     return markdown_table(header, table)
 
 
-#: NAME -> (the report it quotes, the function that turns its rows into the table)
-TABLES: dict[str, tuple[str, Callable[[list[dict[str, str]]], str]]] = {
-    "extrapolation_native/headline": ("extrapolation_native", native_headline),
-    "extrapolation_native/multires": ("extrapolation_native", multires_vs_single),
+def mean_std(row: dict[str, str], metric: str) -> str:
+    """``69.8 ± 0.7``: a report row's mean and std of an accuracy, in %."""
+    return f"{100 * float(row[metric + '_mean']):.1f} ± {100 * float(row[metric + '_std'] or 0):.1f}"
+
+
+def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]) -> str:
+    """The README's headline of a full comparison: per encoding, its position parameters (the
+    run's parameters minus those of the ``none`` run of the same model), test and validation
+    accuracy (mean ± std over seeds; the best test score in bold) and each seed's minutes (fit +
+    evaluation); best test score first. One budget only: two protocols never share a table."""
+    budgets = sorted({r["budget"] for r in report})
+    if len(budgets) != 1:
+        raise ValueError(f"the headline takes one budget; the report has {len(budgets)}: {budgets}")
+    complete = [r for r in runs if r.get("status") == "complete"]
+    baseline = {float(r["params"]) for r in complete if encoding_of(r["label"]) == "none" and r["params"]}
+    best = max(float(r["test/acc_mean"]) for r in report)
+    table, seed_lists = [], set()
+    for row in sorted(report, key=lambda r: -float(r["test/acc_mean"])):
+        seeds = sorted((int(r["seed"]), r) for r in complete if r["label"] == row["label"])
+        params = {float(r["params"]) for _, r in seeds if r["params"]}
+        # one parameter count per encoding and one for `none`, else there is nothing to subtract
+        position = f"{int(min(params) - min(baseline)):,}" if len(params) == len(baseline) == 1 else "-"
+        minutes = " / ".join(f"{float(r['time/fit_min']) + float(r['time/eval_min']):.1f}" for _, r in seeds)
+        test = mean_std(row, "test/acc")
+        test = f"**{test}**" if float(row["test/acc_mean"]) == best else test
+        seed_lists.add(" / ".join(str(seed) for seed, _ in seeds))
+        table.append([f"`{encoding_of(row['label'])}`", position, test, mean_std(row, "val/acc_best"), minutes])
+    header = [
+        "encoding",
+        "position params",
+        "test acc (%)",
+        "val acc (%)",
+        "run min (seed " + seed_lists.pop() + ")" if len(seed_lists) == 1 else "run min (by seed)",
+    ]
+    return markdown_table(header, table)
+
+
+#: NAME -> (the report folder it quotes, the function that turns that folder into the table)
+TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
+    "extrapolation_native/headline": (
+        "extrapolation_native",
+        lambda folder: native_headline(read_csv(folder / "report.csv")),
+    ),
+    "extrapolation_native/multires": (
+        "extrapolation_native",
+        lambda folder: multires_vs_single(read_csv(folder / "report.csv")),
+    ),
+    "cifar10_full/headline": (
+        "cifar10_full",
+        lambda folder: comparison_headline(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
+    ),
 }
 
 _BLOCK = re.compile(
@@ -191,8 +238,8 @@ _BLOCK = re.compile(
 def generate(name: str, results: Path = RESULTS) -> str:
     if name not in TABLES:
         raise KeyError(f"unknown generated table {name!r}; valid names: {', '.join(TABLES)}")
-    report, make = TABLES[name]
-    return make(read_report(report, results))
+    folder, make = TABLES[name]
+    return make(results / folder)
 
 
 def blocks(text: str) -> list[tuple[str, str]]:

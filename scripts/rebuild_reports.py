@@ -18,11 +18,7 @@ import sys
 from pathlib import Path
 
 from vitpos.compare import compare
-from vitpos.compare.doc_tables import refresh_page
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "docs" / "results"
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+from vitpos.compare.doc_tables import PAGES, RESULTS, ROOT, refresh_page
 
 
 def rebuild(name: str, source: Path) -> None:

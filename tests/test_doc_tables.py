@@ -4,9 +4,9 @@
 import csv
 
 import pytest
-from conftest import ROOT
 
 from vitpos.compare.doc_tables import (
+    PAGES,
     TABLES,
     blocks,
     comparison_headline,
@@ -17,7 +17,6 @@ from vitpos.compare.doc_tables import (
     refresh,
 )
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SINGLE = "cifar10, full train set × 13 epochs, trained at 16 px (native 32)"
 MULTI = "cifar10, full train set × 9 epochs, trained at 16-32 px (native 32)"
 

@@ -22,14 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .report import EXTRAP, HASH
 from .tables import markdown_table
 
-RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+#: the pages that may quote generated tables
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 # "cifar10, full train set × 13 epochs, trained at 16-32 px (native 32)": the budget column of report.csv
 _BUDGET = re.compile(r"× (?P<epochs>\d+) epochs, trained at (?P<sizes>[\d-]+) px \(native (?P<native>\d+)\)")
-# "test/acc@res48up/interpolate_mean": size, "up" when upsampled past the native size, strategy (none: the default)
-_ACC = re.compile(r"^test/acc@res(?P<size>\d+)(?P<up>up)?(?:/(?P<strategy>[a-z_]+))?_mean$")
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 def encoding_of(label: str) -> str:
     """``rope_2d-29d7bf`` -> ``rope_2d`` (a run label is the encoding plus a config hash)."""
-    return re.sub(r"-[0-9a-f]{6}$", "", label)
+    return HASH.sub("", label)
 
 
 def protocol_of(row: dict[str, str]) -> Protocol:
@@ -70,24 +72,23 @@ def protocol_of(row: dict[str, str]) -> Protocol:
     return Protocol(int(match["epochs"]), match["sizes"], int(match["native"]))
 
 
+def _resolution_means(row: dict[str, str]):
+    """(size, upsampled, strategy or None for the default, mean accuracy in %) of every filled
+    ``test/acc@res<size>[up][/<strategy>]_mean`` column of one report row."""
+    for column, value in row.items():
+        match = EXTRAP.match(column.removesuffix("_mean")) if column.endswith("_mean") and value else None
+        if match and match[1] == "res":
+            yield int(match[2]), bool(match[3]), match[4], 100 * float(value)
+
+
 def accuracies(row: dict[str, str]) -> dict[tuple[int, str | None], float]:
     """{(size, strategy or None for the default): mean test accuracy in %} of one report row."""
-    out = {}
-    for column, value in row.items():
-        match = _ACC.match(column)
-        if match and value:
-            out[(int(match["size"]), match["strategy"])] = 100 * float(value)
-    return out
+    return {(size, strategy): acc for size, _, strategy, acc in _resolution_means(row)}
 
 
 def sizes_of(rows: list[dict[str, str]]) -> list[tuple[int, bool]]:
     """(size, upsampled) of every evaluation size in ``rows``, smallest first."""
-    found = set()
-    for row in rows:
-        found |= {
-            (int(m["size"]), bool(m["up"])) for c, v in row.items() if v and (m := _ACC.match(c)) and not m["strategy"]
-        }
-    return sorted(found)
+    return sorted({(size, up) for row in rows for size, up, strategy, _ in _resolution_means(row) if not strategy})
 
 
 def size_header(size: int, upsampled: bool, native: int) -> str:

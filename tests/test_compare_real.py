@@ -52,6 +52,8 @@ def test_report_matches_the_event_files_and_averages_seeds(tmp_path):
             std = math.sqrt(sum((v - mean) ** 2 for v in values))  # ddof=1 with two seeds
             assert g[f"{tag}_mean"] == pytest.approx(mean, abs=1e-6)
             assert g[f"{tag}_std"] == pytest.approx(std, abs=1e-6)
+        # the parameter count, which the README headline subtracts from none's, comes from metrics.json
+        assert g["params_mean"] == returned[(name, 0)]["params"] > 0
     report = (tmp_path / "report" / "report.md").read_text()
     assert "`shapes/cpe/seed0`: **failed**" in report and "rope_2d" in report
     assert f"{100 * groups[groups['name'] == 'rope_2d'].iloc[0]['test/acc_mean']:.1f} ± " in report

@@ -11,6 +11,7 @@ from vitpos.compare.doc_tables import (
     blocks,
     comparison_headline,
     generate,
+    lever_table,
     multires_vs_single,
     native_headline,
     read_csv,
@@ -90,6 +91,38 @@ def test_the_comparison_headline_counts_position_parameters_against_none_and_kee
     ]
     with pytest.raises(ValueError, match="one budget"):
         comparison_headline([*report, {**report[0], "budget": "cifar10, 6,000 images × 8 epochs"}], runs)
+
+
+def test_the_lever_table_puts_base_first_and_counts_every_minute():
+    def lever(label, budget, test, flip, fit, evaluation):
+        return {"label": label, "budget": budget, "test/acc_mean": test, "test/acc_flip_mean": flip,
+                "time/fit_min_mean": fit, "time/eval_min_mean": evaluation}  # fmt: skip
+
+    report = [
+        lever("bs256-aaaaaa", "cifar10, full train set × 13 epochs", "0.6449", "0.6551", "17.0", "0.5"),
+        lever(
+            "progressive_e20-bbbbbb",
+            "cifar10, full train set × 20 epochs, trained at 16-32 px",
+            "0.7012",
+            "0.712",
+            "18.25",
+            "0.5",
+        ),  # fmt: skip
+        lever("base-cccccc", "cifar10, full train set × 13 epochs", "0.6549", "", "18.0", "0.75"),
+    ]
+    runs = [{"label": "base-cccccc", "params": "137802.0"}, {"label": "bs256-aaaaaa", "params": "137802.0"},
+            {"label": "progressive_e20-bbbbbb", "params": "305002.0"}]  # fmt: skip
+    lines = lever_table(report, runs).splitlines()
+    assert lines[0] == (
+        "| lever | training | params | test acc (%) | flip TTA (%) | vs base | fit min | eval min | run min |"
+    )
+    assert lines[2:] == [
+        "| `base` | 13 epochs | 0.14M | 65.5 | - |  | 18.0 | 0.8 | 18.8 |",  # the reference, then best first
+        "| `progressive_e20` | 20 epochs at 16-32 px | 0.31M | 70.1 | 71.2 | +4.6 | 18.2 | 0.5 | 18.8 |",
+        "| `bs256` | 13 epochs | 0.14M | 64.5 | 65.5 | -1.0 | 17.0 | 0.5 | 17.5 |",  # between printed numbers
+    ]
+    with pytest.raises(ValueError, match="needs a 'base' run"):
+        lever_table(report[:2], runs)
 
 
 def test_refresh_rewrites_a_stale_block_and_nothing_else(tmp_path):

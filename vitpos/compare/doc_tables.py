@@ -214,6 +214,69 @@ def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]
     return markdown_table(header, table)
 
 
+_EPOCHS = re.compile(r"× (?P<epochs>\d+) epochs(?:, trained at (?P<sizes>[\d-]+) px)?")
+
+
+def lever_table(report: list[dict[str, str]], runs: list[dict[str, str]], base: str = "base") -> str:
+    """docs/recipe.md's lever table (issue 21): one row per change to the recipe (a run label
+    ``<lever>-<hash>``), ``base`` first, then best test score first. Test accuracy beside the
+    flip test-time-augmented one (never instead of it), the change in test accuracy from ``base``
+    (taken between the printed numbers), and the minutes of every part of the run: fit (compile,
+    training, validation) and evaluation (test, flip pass, other sizes). The parameter count
+    comes from ``runs.csv`` (a lever may change the model's width)."""
+    rows = {encoding_of(r["label"]): r for r in report}
+    if base not in rows:
+        raise ValueError(f"the lever table needs a {base!r} run to compare with; the report has {sorted(rows)}")
+
+    def acc(row: dict[str, str], metric: str) -> float | None:
+        value = row.get(metric + "_mean")
+        return round(100 * float(value), 1) if value else None
+
+    def minutes(row: dict[str, str], metric: str) -> float | None:
+        value = row.get(metric + "_mean")
+        return float(value) if value else None
+
+    reference = acc(rows[base], "test/acc")
+    table = []
+    for name in [base, *sorted(set(rows) - {base}, key=lambda n: -(acc(rows[n], "test/acc") or 0.0))]:
+        row = rows[name]
+        match = _EPOCHS.search(row["budget"])
+        training = (
+            "-"
+            if match is None
+            else f"{match['epochs']} epochs" + (f" at {match['sizes']} px" if match["sizes"] else "")
+        )
+        test, fit, evaluation = acc(row, "test/acc"), minutes(row, "time/fit_min"), minutes(row, "time/eval_min")
+        delta = "" if name == base or test is None or reference is None else f"{test - reference:+.1f}"
+        total = None if fit is None or evaluation is None else fit + evaluation
+        params = {float(r["params"]) for r in runs if r["label"] == row["label"] and r.get("params")}
+        table.append(
+            [
+                f"`{name}`",
+                training,
+                f"{params.pop() / 1e6:.2f}M" if len(params) == 1 else "-",
+                _fmt(test),
+                _fmt(acc(row, "test/acc_flip")),
+                delta,
+                _fmt(fit),
+                _fmt(evaluation),
+                _fmt(total),
+            ]
+        )
+    header = [
+        "lever",
+        "training",
+        "params",
+        "test acc (%)",
+        "flip TTA (%)",
+        "vs base",
+        "fit min",
+        "eval min",
+        "run min",
+    ]
+    return markdown_table(header, table)
+
+
 #: NAME -> (the report folder it quotes, the function that turns that folder into the table)
 TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "extrapolation_native/headline": (
@@ -227,6 +290,10 @@ TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "cifar10_full/headline": (
         "cifar10_full",
         lambda folder: comparison_headline(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
+    ),
+    "recipe_levers/levers": (
+        "recipe_levers",
+        lambda folder: lever_table(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
     ),
 }
 

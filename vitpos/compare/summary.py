@@ -56,7 +56,9 @@ def summarize(run: Run) -> dict:
             and value == value
         ):
             row[tag] = float(value)
-    params = next((v for v in (run.last("params"), run.last("hp/params")) if v is not None), None)
+    # a scalar (older runs and other loggers), else metrics.json (vitpos runs since the TEXT tables)
+    logged = (run.last("params"), run.last("hp/params"), (status.get("metrics") or {}).get("params"))
+    params = next((float(v) for v in logged if isinstance(v, (int, float))), None)
     row["params"] = params if params is not None else find_param_count(run.hparams)
     diverged = divergence(run) if run.error is None else None
     if run.error is not None:

@@ -30,8 +30,8 @@ RESULTS = ROOT / "docs" / "results"
 #: the pages that may quote generated tables
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
-# "cifar10, full train set × 13 epochs, trained at 16-32 px (native 32)": the budget column of report.csv
-_BUDGET = re.compile(r"× (?P<epochs>\d+) epochs, trained at (?P<sizes>[\d-]+) px \(native (?P<native>\d+)\)")
+# "cifar10, full train set × 13 epochs[, trained at 16-32 px (native 32)]": the budget column of report.csv
+_BUDGET = re.compile(r"× (?P<epochs>\d+) epochs(?:, trained at (?P<sizes>[\d-]+) px(?: \(native (?P<native>\d+)\))?)?")
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def encoding_of(label: str) -> str:
 
 def protocol_of(row: dict[str, str]) -> Protocol:
     match = _BUDGET.search(row["budget"])
-    if match is None:
+    if match is None or match["native"] is None:
         raise ValueError(f"report row {row['label']!r}: budget {row['budget']!r} names no train size and native size")
     return Protocol(int(match["epochs"]), match["sizes"], int(match["native"]))
 
@@ -214,9 +214,6 @@ def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]
     return markdown_table(header, table)
 
 
-_EPOCHS = re.compile(r"× (?P<epochs>\d+) epochs(?:, trained at (?P<sizes>[\d-]+) px)?")
-
-
 def lever_table(report: list[dict[str, str]], runs: list[dict[str, str]], base: str = "base") -> str:
     """docs/recipe.md's lever table (issue 21): one row per change to the recipe (a run label
     ``<lever>-<hash>``), ``base`` first, then best test score first. Test accuracy beside the
@@ -240,7 +237,7 @@ def lever_table(report: list[dict[str, str]], runs: list[dict[str, str]], base: 
     table = []
     for name in [base, *sorted(set(rows) - {base}, key=lambda n: -(acc(rows[n], "test/acc") or 0.0))]:
         row = rows[name]
-        match = _EPOCHS.search(row["budget"])
+        match = _BUDGET.search(row["budget"])
         training = (
             "-"
             if match is None

@@ -18,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = ["data=shapes", "model=vit_micro"]
 SEQ = ["task=sequence"]
+PROGRESSIVE = ["data.train_sizes=[16,24,32]", "data.size_schedule=progressive"]
 
 # (id, arguments, text the message must contain)
 TRAIN_CASES = [
@@ -72,6 +73,9 @@ TRAIN_CASES = [
     ("train-sizes-patch", ["data.train_sizes=[16,18]"], "data.train_sizes[1]"),
     ("size-schedule-unknown", ["data.size_schedule=fixres"], "data.size_schedule"),
     ("size-schedule-no-sizes", ["data.size_schedule=progressive"], "data.size_schedule"),
+    ("size-epochs-count", [*PROGRESSIVE, "data.size_epochs=[1,2]"], "data.size_epochs"),
+    ("size-epochs-zero", [*PROGRESSIVE, "data.size_epochs=[2,0,1]"], "data.size_epochs[1]"),
+    ("size-epochs-random", ["data.train_sizes=[16,32]", "data.size_epochs=[1,1]"], "size_schedule=progressive"),
     ("native-size-shapes", ["data.native_size=32"], "data.native_size"),
     ("run-model-escapes", ["run.model=../../../y"], "run.model"),
     ("threads-bad", ["threads=-3"], "threads"),

@@ -178,6 +178,23 @@ def test_progressive_schedule_splits_the_epochs_over_the_sizes_low_first():
     assert [progressive_size((32, 16), e, 4) for e in range(4)] == [32, 32, 16, 16]  # the listed order, as given
 
 
+def test_progressive_schedule_with_size_epochs_gives_each_size_its_epochs_and_scales_them():
+    """``data.size_epochs``: the epochs of each size at their sum, in proportion at another
+    ``max_epochs`` (the later sizes take the rounding), equal weights the same as no split."""
+
+    def epochs_at(split, epochs):
+        return [progressive_size((16, 24, 32), e, epochs, split) for e in range(epochs)]
+
+    assert epochs_at((7, 3, 2), 12) == [16] * 7 + [24] * 3 + [32] * 2
+    assert epochs_at((7, 3, 2), 24) == [16] * 14 + [24] * 6 + [32] * 4
+    assert epochs_at((7, 3, 2), 6) == [16] * 3 + [24] * 2 + [32]  # 3.5 / 1.5 / 1: the later sizes round up
+    assert epochs_at((7, 3, 2), 1) == [32]  # a one-epoch smoke run trains at the test size
+    assert all(epochs_at((1, 1, 1), n) == epochs_at(None, n) for n in range(1, 14))
+    assert progressive_size((16, 24, 32), 20, 12, (7, 3, 2)) == 32  # past the end: the last size
+    with pytest.raises(ValueError, match="one count per size"):
+        progressive_size((16, 24, 32), 0, 12, (7, 5))
+
+
 def test_progressive_batches_take_their_epochs_size(tmp_path):
     _write_folder(tmp_path, per_class=8)
     opts = dict(format="imagefolder", root=str(tmp_path), img_size=32, val_size=8, batch_size=4)
@@ -190,3 +207,9 @@ def test_progressive_batches_take_their_epochs_size(tmp_path):
         dm.train_dataloader()
     with pytest.raises(ValueError, match="valid: random, progressive"):
         ImageDataModule(**opts, train_sizes=[16, 32], size_schedule="fixres")
+    split = ImageDataModule(**opts, train_sizes=[16, 32], size_schedule="progressive", size_epochs=[2, 1])
+    split.trainer = SimpleNamespace(max_epochs=3, global_rank=0, world_size=1)
+    split.setup()
+    assert [set(sizes_of_epoch(split, e)[0]) for e in range(3)] == [{16}, {16}, {32}]
+    with pytest.raises(ValueError, match="data.size_epochs"):
+        ImageDataModule(**opts, train_sizes=[16, 32], size_schedule="random", size_epochs=[2, 1])

@@ -215,7 +215,8 @@ def check_sizes(c: dict, image: bool) -> None:
 
 def check_train_sizes(data: dict, patch: int) -> None:
     """``data.train_sizes`` (multi-resolution training): null, or sizes the patches tile;
-    ``data.size_schedule``: random or progressive (which needs sizes); ``data.native_size``: null or
+    ``data.size_schedule``: random or progressive (which needs sizes); ``data.size_epochs``: null, or
+    the progressive schedule's epochs per size; ``data.native_size``: null or
     a positive integer, and null for generated shapes."""
     sizes = data.get("train_sizes")
     if sizes is not None:
@@ -235,6 +236,17 @@ def check_train_sizes(data: dict, patch: int) -> None:
         raise UserError(
             "data.size_schedule", "progressive needs the sizes to go through", "e.g. data.train_sizes=[16,24,32]"
         )
+    split = data.get("size_epochs")
+    if split is not None:
+        if schedule != "progressive" or not isinstance(split, list) or len(split) != len(sizes or []):
+            raise UserError(
+                "data.size_epochs",
+                f"{split!r} must give the epochs of each of data.train_sizes={sizes!r}, with size_schedule=progressive",
+                "e.g. data.train_sizes=[16,24,32] data.size_schedule=progressive data.size_epochs=[6,3,3]",
+            )
+        for i, n in enumerate(split):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise UserError(f"data.size_epochs[{i}]", f"{n!r} is not a positive number of epochs", "e.g. [6,3,3]")
     native = data.get("native_size")
     if native is not None and (not isinstance(native, int) or isinstance(native, bool) or native < 1):
         raise UserError("data.native_size", f"must be a positive integer or null, got {native!r}", "CIFAR-10: 32")

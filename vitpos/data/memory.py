@@ -99,15 +99,28 @@ class SizedBatch(list):
 SIZE_SCHEDULES = ("random", "progressive")
 
 
-def progressive_size(sizes: tuple[int, ...], epoch: int, epochs: int) -> int:
+def progressive_size(sizes: tuple[int, ...], epoch: int, epochs: int, split: tuple[int, ...] | None = None) -> int:
     """Progressive resizing (FixRes, Touvron et al. 2019: train at low resolution, finish at the
     test resolution; the progressive-resizing schedules of fast CIFAR/ImageNet training): the
-    ``epochs`` split into ``len(sizes)`` equal runs, trained at ``sizes`` in the listed order;
-    when they do not divide, the later runs are one epoch longer (9 epochs over 3 sizes: 3+3+3;
-    10: 3+3+4). Epochs past the end stay at the last size."""
-    k, epochs = len(sizes), max(int(epochs), 1)
+    ``epochs`` split into ``len(sizes)`` runs, trained at ``sizes`` in the listed order.
+
+    ``split`` (``data.size_epochs``): the epochs of each run when they add up to ``epochs``, e.g.
+    ``(6, 3, 3)`` over 12: most epochs at low resolution, a short finish at the test resolution;
+    over another number of epochs they scale (24: 12+6+6). None: equal runs. When the runs do
+    not come out whole, the later ones get the extra epoch (9 epochs over 3 sizes: 3+3+3; 10:
+    3+3+4; 1: the last size alone). Epochs past the end stay at the last size."""
+    weights = tuple(int(n) for n in split) if split is not None else (1,) * len(sizes)
+    if len(weights) != len(sizes):
+        raise ValueError(f"size_epochs {split} must give one count per size of {sizes}")
+    total, epochs = sum(weights), max(int(epochs), 1)
     remaining = max(epochs - 1 - int(epoch), 0)  # epochs after this one
-    return int(sizes[k - 1 - remaining * k // epochs])
+    # the first size whose later runs fit in the remaining share: tail / total <= remaining / epochs
+    tail = total
+    for size, w in zip(sizes, weights):
+        tail -= w
+        if tail * epochs <= remaining * total:
+            return int(size)
+    return int(sizes[-1])
 
 
 def size_of_batch(sizes: tuple[int, ...], seed: int, epoch: int, index: int) -> int:
@@ -122,14 +135,22 @@ def size_of_batch(sizes: tuple[int, ...], seed: int, epoch: int, index: int) -> 
 class SizedBatchSampler(BatchSampler):
     """The batches of ``sampler`` (an :class:`EpochSampler`) as :class:`SizedBatch` lists, batch
     ``i`` of epoch ``e`` tagged with :func:`size_of_batch` ``(sizes, seed, e, i)``, or with
-    ``epochs`` (a progressive schedule) :func:`progressive_size` ``(sizes, e, epochs)``. Lightning's
+    ``epochs`` (a progressive schedule) :func:`progressive_size` ``(sizes, e, epochs, split)``. Lightning's
     ``set_epoch`` reaches the sampler through ``batch_sampler.sampler``."""
 
     def __init__(
-        self, sampler: EpochSampler, batch_size: int, drop_last: bool, sizes, seed: int = 0, epochs: int | None = None
+        self,
+        sampler: EpochSampler,
+        batch_size: int,
+        drop_last: bool,
+        sizes,
+        seed: int = 0,
+        epochs: int | None = None,
+        split: tuple[int, ...] | None = None,
     ):
         super().__init__(sampler, batch_size, drop_last)
         self.sizes, self.seed, self.epochs = tuple(int(s) for s in sizes), seed, epochs
+        self.split = None if split is None else tuple(int(n) for n in split)
 
     def __iter__(self):
         epoch = self.sampler.epoch
@@ -138,7 +159,7 @@ class SizedBatchSampler(BatchSampler):
             if self.epochs is None:
                 batch.size = size_of_batch(self.sizes, self.seed, epoch, i)
             else:
-                batch.size = progressive_size(self.sizes, epoch, self.epochs)
+                batch.size = progressive_size(self.sizes, epoch, self.epochs, self.split)
             yield batch
 
 
@@ -157,6 +178,7 @@ def batch_loader(
     world: int = 1,
     sizes: tuple[int, ...] | None = None,
     size_epochs: int | None = None,
+    size_split: tuple[int, ...] | None = None,
 ) -> DataLoader:
     """A DataLoader over in-memory tensors that fetches each batch by one index op
     per tensor; ``collate_fn`` receives that tuple of batched tensors.
@@ -166,14 +188,16 @@ def batch_loader(
     share under DDP (the Trainer runs with ``use_distributed_sampler=False``).
     ``sizes`` (training only): each batch also carries the resolution it trains at
     (:class:`SizedBatchSampler`), as its last element; ``size_epochs``: spread them
-    progressively over that many epochs instead of drawing one per batch.
+    progressively over that many epochs instead of drawing one per batch (``size_split``: the
+    epochs of each size, :func:`progressive_size`).
     """
     n = len(tensors[0])
     sampler = EpochSampler(n, seed, rank, world) if shuffle else ShardSampler(n, rank, world)
     if sizes:
         if not shuffle:
             raise ValueError("per-batch sizes are for training batches (shuffle=True)")
-        batching = {"batch_sampler": SizedBatchSampler(sampler, batch_size, drop_last, sizes, seed, size_epochs)}
+        sized = SizedBatchSampler(sampler, batch_size, drop_last, sizes, seed, size_epochs, size_split)
+        batching = {"batch_sampler": sized}
     else:
         batching = {"batch_size": batch_size, "sampler": sampler, "drop_last": drop_last}
     # its own generator: otherwise creating the iterator draws a worker base seed

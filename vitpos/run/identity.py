@@ -51,7 +51,14 @@ NOT_DEFINING = {
 }
 #: keys added after runs existed, with the values that mean "as before": left out of the hash at
 #: those values, so that a run folder made before the key existed is found again (and resumes)
-ADDED_KEYS = {"data": {"train_sizes": (None,), "native_size": (None, 32), "size_schedule": (None, "random")}}
+ADDED_KEYS = {
+    "data": {
+        "train_sizes": (None,),
+        "native_size": (None, 32),
+        "size_schedule": (None, "random"),
+        "size_epochs": (None,),
+    }
+}
 MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 
 

@@ -1,7 +1,7 @@
 """Rebuild a committed report under docs/results/ from runs.
 
     python scripts/rebuild_reports.py                           # every docs/results/<name>/ with a runs/ snapshot
-    python scripts/rebuild_reports.py cifar10_full              # one, from docs/results/cifar10_full/runs
+    python scripts/rebuild_reports.py cifar10_full_13ep         # one, from docs/results/cifar10_full_13ep/runs
     python scripts/rebuild_reports.py recipe_ablation runs/recipe_ablation   # one, from a runs folder
 
 THIS REWRITES TRACKED FILES in docs/results/<name>/ (report.md, report.csv, runs.csv and the

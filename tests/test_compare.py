@@ -282,6 +282,27 @@ def test_stray_event_files_higher_up_are_a_run_and_hide_nothing(tmp_path):
     assert runs.loc["shapes/rope_2d/seed0", "val/acc_best"] == pytest.approx(0.6)  # version_1 read with it
 
 
+def test_the_budget_names_the_resolution_protocol_and_a_progressive_schedule():
+    """Runs that train differently never share a budget (a report section): the train size against
+    the native one, sizes per batch (random) against progressive runs of epochs, and their split."""
+    from vitpos.compare.read import budget_of
+
+    def budget(**data):
+        return budget_of({"data": {"name": "cifar10", "native_size": 32, "img_size": 32, **data},
+                          "trainer": {"max_epochs": 12}})  # fmt: skip
+
+    sizes = {"train_sizes": [16, 24, 32]}
+    assert budget() == "cifar10, full train set × 12 epochs"
+    assert budget(img_size=16) == "cifar10, full train set × 12 epochs, trained at 16 px (native 32)"
+    assert budget(**sizes) == "cifar10, full train set × 12 epochs, trained at 16-32 px (native 32)"
+    assert budget(**sizes, size_schedule="progressive") == (
+        "cifar10, full train set × 12 epochs, trained at 16-32 px, progressive (native 32)"
+    )
+    assert budget(**sizes, size_schedule="progressive", size_epochs=[7, 3, 2]) == (
+        "cifar10, full train set × 12 epochs, trained at 16-32 px, progressive 7/3/2 (native 32)"
+    )
+
+
 def test_each_protocol_gets_its_own_plot_panel_and_upsampled_sizes_are_marked(tmp_path, monkeypatch):
     """Two budgets of one task (train at 16 px vs 16-32 px) never share axes (issue 20: protocols
     never mix), lines are named by label alone, and a size above native is marked upsampled."""

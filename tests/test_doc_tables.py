@@ -91,6 +91,13 @@ def test_the_comparison_headline_counts_position_parameters_against_none_and_kee
     ]
     with pytest.raises(ValueError, match="one budget"):
         comparison_headline([*report, {**report[0], "budget": "cifar10, 6,000 images × 8 epochs"}], runs)
+    # flip test-time augmentation: a column beside the plain score once every row has it
+    flipped = [{**report[0], "test/acc_flip_mean": "0.605", "test/acc_flip_std": "0.005"},
+               {**report[1], "test/acc_flip_mean": "0.71", "test/acc_flip_std": ""}]  # fmt: skip
+    lines = comparison_headline(flipped, runs).splitlines()
+    assert lines[0].startswith("| encoding | position params | test acc (%) | flip TTA (%) | val acc (%) |")
+    assert lines[2] == "| `cpe` | 640 | **70.0 ± 1.0** | 71.0 ± 0.0 | 71.0 ± 0.0 | 8.6 / 9.5 |"
+    assert lines[3] == "| `none` | 0 | 60.0 ± 1.0 | 60.5 ± 0.5 | 61.0 ± 0.0 | 8.5 |"
 
 
 def test_the_lever_table_puts_base_first_and_counts_every_minute():
@@ -109,9 +116,18 @@ def test_the_lever_table_puts_base_first_and_counts_every_minute():
             "0.5",
         ),  # fmt: skip
         lever("base-cccccc", "cifar10, full train set × 13 epochs", "0.6549", "", "18.0", "0.75"),
+        lever(
+            "p12-dddddd",
+            "cifar10, full train set × 12 epochs, trained at 16-32 px, progressive 7/3/2 (native 32)",
+            "0.6167",
+            "0.6264",
+            "7.1",
+            "0.2",
+        ),  # fmt: skip
     ]
     runs = [{"label": "base-cccccc", "params": "137802.0"}, {"label": "bs256-aaaaaa", "params": "137802.0"},
-            {"label": "progressive_e20-bbbbbb", "params": "305002.0"}]  # fmt: skip
+            {"label": "progressive_e20-bbbbbb", "params": "305002.0"},
+            {"label": "p12-dddddd", "params": "137802.0"}]  # fmt: skip
     lines = lever_table(report, runs).splitlines()
     assert lines[0] == (
         "| lever | training | params | test acc (%) | flip TTA (%) | vs base | fit min | eval min | run min |"
@@ -120,6 +136,7 @@ def test_the_lever_table_puts_base_first_and_counts_every_minute():
         "| `base` | 13 epochs | 0.14M | 65.5 | - |  | 18.0 | 0.8 | 18.8 |",  # the reference, then best first
         "| `progressive_e20` | 20 epochs at 16-32 px | 0.31M | 70.1 | 71.2 | +4.6 | 18.2 | 0.5 | 18.8 |",
         "| `bs256` | 13 epochs | 0.14M | 64.5 | 65.5 | -1.0 | 17.0 | 0.5 | 17.5 |",  # between printed numbers
+        "| `p12` | 12 epochs at 16-32 px (7/3/2) | 0.14M | 61.7 | 62.6 | -3.8 | 7.1 | 0.2 | 7.3 |",  # size_epochs
     ]
     with pytest.raises(ValueError, match="needs a 'base' run"):
         lever_table(report[:2], runs)

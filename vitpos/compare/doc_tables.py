@@ -30,8 +30,12 @@ RESULTS = ROOT / "docs" / "results"
 #: the pages that may quote generated tables
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
-# "cifar10, full train set × 13 epochs[, trained at 16-32 px (native 32)]": the budget column of report.csv
-_BUDGET = re.compile(r"× (?P<epochs>\d+) epochs(?:, trained at (?P<sizes>[\d-]+) px(?: \(native (?P<native>\d+)\))?)?")
+# "cifar10, full train set × 13 epochs[, trained at 16-32 px[, progressive[ 7/3/2]] (native 32)]": the budget
+# column of report.csv (vitpos.compare.read.protocol_of)
+_BUDGET = re.compile(
+    r"× (?P<epochs>\d+) epochs(?:, trained at (?P<sizes>[\d-]+) px"
+    r"(?P<progressive>, progressive(?: (?P<split>[\d/]+))?)?(?: \(native (?P<native>\d+)\))?)?"
+)
 
 
 @dataclass(frozen=True)
@@ -185,14 +189,17 @@ def mean_std(row: dict[str, str], metric: str) -> str:
 def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]) -> str:
     """The README's headline of a full comparison: per encoding, its position parameters (the
     run's parameters minus those of the ``none`` run of the same model), test and validation
-    accuracy (mean ± std over seeds; the best test score in bold) and each seed's minutes (fit +
-    evaluation); best test score first. One budget only: two protocols never share a table."""
+    accuracy (mean ± std over seeds; the best test score in bold), the flip test-time-augmented
+    score beside the plain one when every row has it (never instead of it), and each seed's
+    minutes (fit + evaluation); best test score first. One budget only: two protocols never
+    share a table."""
     budgets = sorted({r["budget"] for r in report})
     if len(budgets) != 1:
         raise ValueError(f"the headline takes one budget; the report has {len(budgets)}: {budgets}")
     complete = [r for r in runs if r.get("status") == "complete"]
     baseline = {float(r["params"]) for r in complete if encoding_of(r["label"]) == "none" and r["params"]}
     best = max(float(r["test/acc_mean"]) for r in report)
+    flip = all(r.get("test/acc_flip_mean") for r in report)  # runs from before flip TTA have none
     table, seed_lists = [], set()
     for row in sorted(report, key=lambda r: -float(r["test/acc_mean"])):
         seeds = sorted((int(r["seed"]), r) for r in complete if r["label"] == row["label"])
@@ -203,11 +210,15 @@ def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]
         test = mean_std(row, "test/acc")
         test = f"**{test}**" if float(row["test/acc_mean"]) == best else test
         seed_lists.add(" / ".join(str(seed) for seed, _ in seeds))
-        table.append([f"`{encoding_of(row['label'])}`", position, test, mean_std(row, "val/acc_best"), minutes])
+        flipped = [mean_std(row, "test/acc_flip")] if flip else []
+        table.append(
+            [f"`{encoding_of(row['label'])}`", position, test, *flipped, mean_std(row, "val/acc_best"), minutes]
+        )
     header = [
         "encoding",
         "position params",
         "test acc (%)",
+        *(["flip TTA (%)"] if flip else []),
         "val acc (%)",
         "run min (seed " + seed_lists.pop() + ")" if len(seed_lists) == 1 else "run min (by seed)",
     ]
@@ -241,7 +252,9 @@ def lever_table(report: list[dict[str, str]], runs: list[dict[str, str]], base: 
         training = (
             "-"
             if match is None
-            else f"{match['epochs']} epochs" + (f" at {match['sizes']} px" if match["sizes"] else "")
+            else f"{match['epochs']} epochs"
+            + (f" at {match['sizes']} px" if match["sizes"] else "")
+            + (f" ({match['split']})" if match["split"] else "")
         )
         test, fit, evaluation = acc(row, "test/acc"), minutes(row, "time/fit_min"), minutes(row, "time/eval_min")
         delta = "" if name == base or test is None or reference is None else f"{test - reference:+.1f}"
@@ -284,8 +297,8 @@ TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
         "extrapolation_native",
         lambda folder: multires_vs_single(read_csv(folder / "report.csv")),
     ),
-    "cifar10_full/headline": (
-        "cifar10_full",
+    "cifar10_full_13ep/headline": (
+        "cifar10_full_13ep",
         lambda folder: comparison_headline(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
     ),
     "recipe_levers/levers": (

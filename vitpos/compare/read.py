@@ -123,10 +123,16 @@ def budget_of(cfg: dict | None) -> str:
 
 def protocol_of(data: dict) -> str:
     """The resolution protocol of an image run, when it is not the plain one (train and test at
-    the native size): runs of different protocols land in different report sections."""
+    the native size): runs of different protocols land in different report sections. Training
+    across sizes says whether the sizes came per batch (random, no word) or in progressive runs
+    of epochs, with ``data.size_epochs`` when given: ``, trained at 16-32 px, progressive 7/3/2``."""
     native, train, sizes = data.get("native_size"), data.get("img_size"), data.get("train_sizes")
     if sizes:
-        return f", trained at {min(sizes)}-{max(sizes)} px" + (f" (native {native})" if native else "")
+        schedule = ""
+        if data.get("size_schedule") == "progressive":
+            split = data.get("size_epochs")
+            schedule = ", progressive" + (" " + "/".join(str(int(n)) for n in split) if split else "")
+        return f", trained at {min(sizes)}-{max(sizes)} px{schedule}" + (f" (native {native})" if native else "")
     if native and train and native != train:
         return f", trained at {train} px (native {native})"
     return ""

@@ -106,6 +106,17 @@ def test_markdown_in_percent_with_seed_counts(report, runs):
     assert "acc_vs_length.png not drawn" in md
 
 
+def test_flip_tta_sits_beside_the_plain_score_when_logged(tmp_path):
+    """Issue 21: flip test-time augmentation is reported beside test/acc, never instead of it."""
+    for seed, (plain, flipped) in enumerate([(0.60, 0.62), (0.64, 0.65)]):
+        final = {"test/acc": plain, "test/acc_flip": flipped}
+        write_run(tmp_path / "cifar10" / "cpe" / f"seed{seed}", [0.5, 0.6, 0.6], final)
+    md = compare(tmp_path, tmp_path / "out").attrs["report"]
+    header, rows = rows_of(md, "## cifar10")
+    assert header.split("|")[1:-1] == [" label ", " val/acc (best) ", " test/acc ", " test/acc (flip TTA) "]
+    assert rows["`cpe`"].split("|")[3:5] == [" 62.0 ± 2.8 (2) ", " 63.5 ± 2.1 (2) "]
+
+
 def test_one_resolution_table_per_strategy(report, runs):
     md = report.attrs["report"]
     header, rows = rows_of(md, "#### test/acc vs resolution (pixels): each encoding's default strategy")

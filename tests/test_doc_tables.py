@@ -14,6 +14,7 @@ from vitpos.compare.doc_tables import (
     lever_table,
     multires_vs_single,
     native_headline,
+    protocol_of,
     read_csv,
     refresh,
 )
@@ -45,6 +46,20 @@ REPORT = [
     row("learned_2d-bbbbbb", SINGLE, **{"16": 0.647, "32": 0.612, "32_interpolate": 0.612, "64up": 0.41}),
     row("rope_2d-cccccc", MULTI, **{"16": 0.573, "32": 0.615, "32_interpolate": 0.59, "64up": 0.384}),
 ]
+
+
+def test_the_protocol_of_a_budget_names_its_size_schedule():
+    """Two schedules over the same sizes and epochs are told apart wherever a table describes
+    the training (issue 21's progressive split)."""
+    random = protocol_of({"label": "a", "budget": MULTI})
+    split = protocol_of({"label": "b", "budget": MULTI.replace("px (native", "px, progressive 5/3/3 (native")})
+    even = protocol_of({"label": "c", "budget": MULTI.replace("px (native", "px, progressive (native")})
+    assert (random.schedule, split.schedule, even.schedule) == ("", "progressive 5/3/3", "progressive")
+    assert random.describe() == "16-32 px, 9 epochs"
+    assert split.describe() == "16-32 px, 9 epochs, progressive 5/3/3"
+    assert split.multi_resolution and split.smallest == 16 and split.native == 32
+    with pytest.raises(ValueError, match="names no train size"):
+        protocol_of({"label": "d", "budget": "cifar10, full train set × 9 epochs"})
 
 
 def test_the_headline_takes_single_size_runs_only_and_names_a_better_strategy():
@@ -87,7 +102,7 @@ def test_the_comparison_headline_counts_position_parameters_against_none_and_kee
     assert lines[0].endswith("| run min (by seed) |")  # the encodings ran different seeds
     assert lines[2:] == [
         "| `cpe` | 640 | **70.0 ± 1.0** | 71.0 ± 0.0 | 8.6 / 9.5 |",  # seeds in order; the failed run is not one
-        "| `none` | 0 | 60.0 ± 1.0 | 61.0 ± 0.0 | 8.5 |",
+        "| `none` | 0 | 60.0 (1 seed) | 61.0 (1 seed) | 8.5 |",  # one seed: no spread to print
     ]
     with pytest.raises(ValueError, match="one budget"):
         comparison_headline([*report, {**report[0], "budget": "cifar10, 6,000 images × 8 epochs"}], runs)
@@ -97,7 +112,7 @@ def test_the_comparison_headline_counts_position_parameters_against_none_and_kee
     lines = comparison_headline(flipped, runs).splitlines()
     assert lines[0].startswith("| encoding | position params | test acc (%) | flip TTA (%) | val acc (%) |")
     assert lines[2] == "| `cpe` | 640 | **70.0 ± 1.0** | 71.0 ± 0.0 | 71.0 ± 0.0 | 8.6 / 9.5 |"
-    assert lines[3] == "| `none` | 0 | 60.0 ± 1.0 | 60.5 ± 0.5 | 61.0 ± 0.0 | 8.5 |"
+    assert lines[3] == "| `none` | 0 | 60.0 (1 seed) | 60.5 (1 seed) | 61.0 (1 seed) | 8.5 |"
 
 
 def test_the_lever_table_puts_base_first_and_counts_every_minute():

@@ -21,7 +21,7 @@ from torchvision.io import ImageReadMode, decode_image, read_file
 from vitpos.data import augment
 from vitpos.data.cifar10 import CLASSES, MEAN, STD
 from vitpos.data.images import ImageDataModule
-from vitpos.data.memory import progressive_size
+from vitpos.data.schedule import progressive_size
 from vitpos.encodings import list_encodings
 from vitpos.extrapolate import evaluate_sizes
 

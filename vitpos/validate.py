@@ -22,6 +22,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from vitpos.data.fingerprint import IMAGE_EXTENSIONS
+from vitpos.data.schedule import size_schedule_problem
 from vitpos.errors import UserError
 
 # torch, Lightning and the encodings are imported inside the checks that need them, not here: the
@@ -229,24 +230,9 @@ def check_train_sizes(data: dict, patch: int) -> None:
                     f"{r!r} is not a multiple of model.patch_size={patch}",
                     f"use multiples of {patch}, e.g. data.train_sizes=[{2 * patch},{3 * patch},{4 * patch}]",
                 )
-    schedule = data.get("size_schedule", "random")
-    if schedule not in ("random", "progressive"):
-        raise UserError("data.size_schedule", f"unknown {schedule!r}", "valid: random, progressive")
-    if schedule == "progressive" and not sizes:
-        raise UserError(
-            "data.size_schedule", "progressive needs the sizes to go through", "e.g. data.train_sizes=[16,24,32]"
-        )
-    split = data.get("size_epochs")
-    if split is not None:
-        if schedule != "progressive" or not isinstance(split, list) or len(split) != len(sizes or []):
-            raise UserError(
-                "data.size_epochs",
-                f"{split!r} must give the epochs of each of data.train_sizes={sizes!r}, with size_schedule=progressive",
-                "e.g. data.train_sizes=[16,24,32] data.size_schedule=progressive data.size_epochs=[6,3,3]",
-            )
-        for i, n in enumerate(split):
-            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise UserError(f"data.size_epochs[{i}]", f"{n!r} is not a positive number of epochs", "e.g. [6,3,3]")
+    problem = size_schedule_problem(sizes, data.get("size_schedule", "random"), data.get("size_epochs"))
+    if problem is not None:
+        raise UserError(*problem)
     native = data.get("native_size")
     if native is not None and (not isinstance(native, int) or isinstance(native, bool) or native < 1):
         raise UserError("data.native_size", f"must be a positive integer or null, got {native!r}", "CIFAR-10: 32")

@@ -40,11 +40,13 @@ _BUDGET = re.compile(
 
 @dataclass(frozen=True)
 class Protocol:
-    """What a report row's budget says about training: epochs, train sizes and native size."""
+    """What a report row's budget says about training: epochs, train sizes, native size, and
+    the size schedule of multi-resolution training ("" for sizes drawn per batch)."""
 
     epochs: int
     train_sizes: str  # "16" or "16-32"
     native: int
+    schedule: str = ""  # "", "progressive" or "progressive 5/3/3"
 
     @property
     def multi_resolution(self) -> bool:
@@ -55,7 +57,7 @@ class Protocol:
         return int(self.train_sizes.split("-")[0])
 
     def describe(self) -> str:
-        return f"{self.train_sizes} px, {self.epochs} epochs"
+        return f"{self.train_sizes} px, {self.epochs} epochs" + (f", {self.schedule}" if self.schedule else "")
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -73,7 +75,8 @@ def protocol_of(row: dict[str, str]) -> Protocol:
     match = _BUDGET.search(row["budget"])
     if match is None or match["native"] is None:
         raise ValueError(f"report row {row['label']!r}: budget {row['budget']!r} names no train size and native size")
-    return Protocol(int(match["epochs"]), match["sizes"], int(match["native"]))
+    schedule = (match["progressive"] or "").removeprefix(", ")
+    return Protocol(int(match["epochs"]), match["sizes"], int(match["native"]), schedule)
 
 
 def _resolution_means(row: dict[str, str]):
@@ -181,15 +184,17 @@ def multires_vs_single(report: list[dict[str, str]]) -> str:
     return markdown_table(header, table)
 
 
-def mean_std(row: dict[str, str], metric: str) -> str:
-    """``69.8 ± 0.7``: a report row's mean and std of an accuracy, in %."""
-    return f"{100 * float(row[metric + '_mean']):.1f} ± {100 * float(row[metric + '_std'] or 0):.1f}"
+def mean_std(row: dict[str, str], metric: str, seeds: int = 2) -> str:
+    """``69.8 ± 0.7``: a report row's mean and std of an accuracy, in %; ``66.4 (1 seed)`` for a
+    row of one seed, whose std (written as 0 in report.csv) says nothing about the noise."""
+    mean = f"{100 * float(row[metric + '_mean']):.1f}"
+    return f"{mean} (1 seed)" if seeds == 1 else f"{mean} ± {100 * float(row[metric + '_std'] or 0):.1f}"
 
 
 def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]) -> str:
     """The README's headline of a full comparison: per encoding, its position parameters (the
     run's parameters minus those of the ``none`` run of the same model), test and validation
-    accuracy (mean ± std over seeds; the best test score in bold), the flip test-time-augmented
+    accuracy (mean ± std over seeds, or "(1 seed)"; the best test score in bold), the flip test-time-augmented
     score beside the plain one when every row has it (never instead of it), and each seed's
     minutes (fit + evaluation); best test score first. One budget only: two protocols never
     share a table."""
@@ -207,13 +212,11 @@ def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]
         # one parameter count per encoding and one for `none`, else there is nothing to subtract
         position = f"{int(min(params) - min(baseline)):,}" if len(params) == len(baseline) == 1 else "-"
         minutes = " / ".join(f"{float(r['time/fit_min']) + float(r['time/eval_min']):.1f}" for _, r in seeds)
-        test = mean_std(row, "test/acc")
+        test, val = (mean_std(row, m, len(seeds)) for m in ("test/acc", "val/acc_best"))
         test = f"**{test}**" if float(row["test/acc_mean"]) == best else test
         seed_lists.add(" / ".join(str(seed) for seed, _ in seeds))
-        flipped = [mean_std(row, "test/acc_flip")] if flip else []
-        table.append(
-            [f"`{encoding_of(row['label'])}`", position, test, *flipped, mean_std(row, "val/acc_best"), minutes]
-        )
+        flipped = [mean_std(row, "test/acc_flip", len(seeds))] if flip else []
+        table.append([f"`{encoding_of(row['label'])}`", position, test, *flipped, val, minutes])
     header = [
         "encoding",
         "position params",
@@ -296,6 +299,10 @@ TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "extrapolation_native/multires": (
         "extrapolation_native",
         lambda folder: multires_vs_single(read_csv(folder / "report.csv")),
+    ),
+    "cifar10_full/headline": (
+        "cifar10_full",
+        lambda folder: comparison_headline(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
     ),
     "cifar10_full_13ep/headline": (
         "cifar10_full_13ep",

@@ -94,18 +94,21 @@ def _ordered(groups: pd.DataFrame) -> pd.DataFrame:
 
 def main_table(groups: pd.DataFrame, names: dict[str, str]) -> str:
     """Label, parameters, best val/acc, test/acc (and the raw weights' test/acc beside an EMA's,
-    and the minutes of fitting and of evaluation, when the runs logged them), best test/acc first."""
-    metrics = ("params", "val/acc_best", "test/acc_raw", "time/fit_min", "time/eval_min")
+    the flip test-time-augmented test/acc beside the plain one, and the minutes of fitting and of
+    evaluation, when the runs logged them), best test/acc first."""
+    metrics = ("params", "val/acc_best", "test/acc_raw", "test/acc_flip", "time/fit_min", "time/eval_min")
     has = {m: f"{m}_mean" in groups and groups[f"{m}_mean"].notna().any() for m in metrics}
     header = ["label"] + (["params"] if has["params"] else []) + (["val/acc (best)"] if has["val/acc_best"] else [])
     header += ["test/acc"] + (["test/acc (raw weights)"] if has["test/acc_raw"] else [])
+    header += ["test/acc (flip TTA)"] if has["test/acc_flip"] else []
     header += [c for m, c in (("time/fit_min", "fit min"), ("time/eval_min", "eval min")) if has[m]]
     rows = []
     for _, g in _ordered(groups).iterrows():
         cells = [f"`{names[g['label']]}`"] + ([fmt_params(g["params_mean"])] if has["params"] else [])
         cells += [fmt(g["val/acc_best_mean"], g["val/acc_best_std"], g["seeds"])] if has["val/acc_best"] else []
         cells += [fmt(g.get("test/acc_mean", math.nan), g.get("test/acc_std", math.nan), g["seeds"])]
-        cells += [fmt(g["test/acc_raw_mean"], g["test/acc_raw_std"], g["seeds"])] if has["test/acc_raw"] else []
+        for m in ("test/acc_raw", "test/acc_flip"):
+            cells += [fmt(g[f"{m}_mean"], g[f"{m}_std"], g["seeds"])] if has[m] else []
         cells += [fmt_minutes(g[f"{m}_mean"]) for m in ("time/fit_min", "time/eval_min") if has[m]]
         rows.append(cells)
     return markdown_table(header, rows)

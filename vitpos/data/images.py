@@ -32,7 +32,8 @@ from .augment import policy_transform, resize_images
 from .cifar10 import CLASSES as CIFAR_CLASSES
 from .cifar10 import IMG_SIZE as CIFAR_SIZE
 from .cifar10 import MEAN, STD, load_imagefolder, load_official
-from .memory import SIZE_SCHEDULES, batch_loader, process_share
+from .memory import batch_loader, process_share
+from .schedule import size_schedule_problem
 from .shapes import CLASSES as SHAPES_CLASSES
 from .shapes import make_shapes
 
@@ -49,7 +50,7 @@ class ImageDataModule(L.LightningDataModule):
     = the data set's own; shapes: None, every size is drawn natively).
     ``train_sizes``: None, or the sizes a training batch may take (one per batch);
     ``size_schedule`` says which: ``random`` (drawn per batch) or ``progressive``
-    (epoch runs over the sizes in the listed order, see :func:`vitpos.data.memory.progressive_size`;
+    (epoch runs over the sizes in the listed order, see :func:`vitpos.data.schedule.progressive_size`;
     ``size_epochs``: the epochs of each run, scaled to ``trainer.max_epochs``; None: equal runs).
     ``on_device``: keep the data sets on the trainer's device (GPU runs).
     ``crop_padding`` is in native pixels: scaled by ``img_size / native_size``
@@ -96,18 +97,9 @@ class ImageDataModule(L.LightningDataModule):
             not list(train_sizes) or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in train_sizes)
         ):
             raise ValueError(f"data.train_sizes={train_sizes!r}: expected null or a list of sizes, e.g. [16,24,32]")
-        if size_schedule not in SIZE_SCHEDULES:
-            raise ValueError(f"unknown data.size_schedule '{size_schedule}'; valid: {', '.join(SIZE_SCHEDULES)}")
-        if size_epochs is not None and (
-            size_schedule != "progressive"
-            or not train_sizes
-            or len(size_epochs) != len(train_sizes)
-            or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in size_epochs)
-        ):
-            raise ValueError(
-                f"data.size_epochs={size_epochs!r}: expected null, or with data.size_schedule=progressive one "
-                f"positive epoch count per size of data.train_sizes={train_sizes!r}"
-            )
+        problem = size_schedule_problem(train_sizes, size_schedule, size_epochs)
+        if problem is not None:
+            raise ValueError("{}: {} ({})".format(*problem))
         self.save_hyperparameters()
         self.cfg = self.hparams
         self.shuffle_seed = shuffle_seed  # the run's seed: batch order of epoch e is fixed by (seed, e)
@@ -223,8 +215,8 @@ class ImageDataModule(L.LightningDataModule):
             rank=rank,
             world=world,
             sizes=self.train_sizes if self.cfg.train_sizes else None,
-            size_epochs=self._progressive_epochs(),
-            size_split=tuple(self.cfg.size_epochs) if self.cfg.get("size_epochs") else None,
+            progressive_epochs=self._progressive_epochs(),
+            size_epochs=tuple(self.cfg.size_epochs) if self.cfg.get("size_epochs") else None,
         )
 
     def _progressive_epochs(self) -> int | None:

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
+from .schedule import progressive_size
+
 
 def epoch_seed(seed: int, epoch: int, *more: int) -> int:
     """A well-mixed 63-bit seed from (seed, epoch, ...) (numpy ``SeedSequence``)."""
@@ -96,33 +98,6 @@ class SizedBatch(list):
     size: int
 
 
-SIZE_SCHEDULES = ("random", "progressive")
-
-
-def progressive_size(sizes: tuple[int, ...], epoch: int, epochs: int, split: tuple[int, ...] | None = None) -> int:
-    """Progressive resizing (FixRes, Touvron et al. 2019: train at low resolution, finish at the
-    test resolution; the progressive-resizing schedules of fast CIFAR/ImageNet training): the
-    ``epochs`` split into ``len(sizes)`` runs, trained at ``sizes`` in the listed order.
-
-    ``split`` (``data.size_epochs``): the epochs of each run when they add up to ``epochs``, e.g.
-    ``(6, 3, 3)`` over 12: most epochs at low resolution, a short finish at the test resolution;
-    over another number of epochs they scale (24: 12+6+6). None: equal runs. When the runs do
-    not come out whole, the later ones get the extra epoch (9 epochs over 3 sizes: 3+3+3; 10:
-    3+3+4; 1: the last size alone). Epochs past the end stay at the last size."""
-    weights = tuple(int(n) for n in split) if split is not None else (1,) * len(sizes)
-    if len(weights) != len(sizes):
-        raise ValueError(f"size_epochs {split} must give one count per size of {sizes}")
-    total, epochs = sum(weights), max(int(epochs), 1)
-    remaining = max(epochs - 1 - int(epoch), 0)  # epochs after this one
-    # the first size whose later runs fit in the remaining share: tail / total <= remaining / epochs
-    tail = total
-    for size, w in zip(sizes, weights):
-        tail -= w
-        if tail * epochs <= remaining * total:
-            return int(size)
-    return int(sizes[-1])
-
-
 def size_of_batch(sizes: tuple[int, ...], seed: int, epoch: int, index: int) -> int:
     """The resolution batch ``index`` of epoch ``epoch`` trains at: one of ``sizes``, uniformly,
     from a generator seeded by ``(seed, epoch, index)`` alone (not the rank, not the global RNG)."""
@@ -135,7 +110,8 @@ def size_of_batch(sizes: tuple[int, ...], seed: int, epoch: int, index: int) -> 
 class SizedBatchSampler(BatchSampler):
     """The batches of ``sampler`` (an :class:`EpochSampler`) as :class:`SizedBatch` lists, batch
     ``i`` of epoch ``e`` tagged with :func:`size_of_batch` ``(sizes, seed, e, i)``, or with
-    ``epochs`` (a progressive schedule) :func:`progressive_size` ``(sizes, e, epochs, split)``. Lightning's
+    ``progressive_epochs`` (a progressive schedule over that many epochs) :func:`progressive_size`
+    ``(sizes, e, progressive_epochs, size_epochs)``. Lightning's
     ``set_epoch`` reaches the sampler through ``batch_sampler.sampler``."""
 
     def __init__(
@@ -145,21 +121,21 @@ class SizedBatchSampler(BatchSampler):
         drop_last: bool,
         sizes,
         seed: int = 0,
-        epochs: int | None = None,
-        split: tuple[int, ...] | None = None,
+        progressive_epochs: int | None = None,
+        size_epochs: tuple[int, ...] | None = None,
     ):
         super().__init__(sampler, batch_size, drop_last)
-        self.sizes, self.seed, self.epochs = tuple(int(s) for s in sizes), seed, epochs
-        self.split = None if split is None else tuple(int(n) for n in split)
+        self.sizes, self.seed, self.progressive_epochs = tuple(int(s) for s in sizes), seed, progressive_epochs
+        self.size_epochs = None if size_epochs is None else tuple(int(n) for n in size_epochs)
 
     def __iter__(self):
         epoch = self.sampler.epoch
         for i, indices in enumerate(super().__iter__()):
             batch = SizedBatch(indices)
-            if self.epochs is None:
+            if self.progressive_epochs is None:
                 batch.size = size_of_batch(self.sizes, self.seed, epoch, i)
             else:
-                batch.size = progressive_size(self.sizes, epoch, self.epochs, self.split)
+                batch.size = progressive_size(self.sizes, epoch, self.progressive_epochs, self.size_epochs)
             yield batch
 
 
@@ -177,8 +153,8 @@ def batch_loader(
     rank: int = 0,
     world: int = 1,
     sizes: tuple[int, ...] | None = None,
-    size_epochs: int | None = None,
-    size_split: tuple[int, ...] | None = None,
+    progressive_epochs: int | None = None,
+    size_epochs: tuple[int, ...] | None = None,
 ) -> DataLoader:
     """A DataLoader over in-memory tensors that fetches each batch by one index op
     per tensor; ``collate_fn`` receives that tuple of batched tensors.
@@ -187,8 +163,8 @@ def batch_loader(
     a :class:`ShardSampler` (evaluation). ``rank``/``world``: this process's
     share under DDP (the Trainer runs with ``use_distributed_sampler=False``).
     ``sizes`` (training only): each batch also carries the resolution it trains at
-    (:class:`SizedBatchSampler`), as its last element; ``size_epochs``: spread them
-    progressively over that many epochs instead of drawing one per batch (``size_split``: the
+    (:class:`SizedBatchSampler`), as its last element; ``progressive_epochs``: spread them
+    progressively over that many epochs instead of drawing one per batch (``size_epochs``: the
     epochs of each size, :func:`progressive_size`).
     """
     n = len(tensors[0])
@@ -196,7 +172,7 @@ def batch_loader(
     if sizes:
         if not shuffle:
             raise ValueError("per-batch sizes are for training batches (shuffle=True)")
-        sized = SizedBatchSampler(sampler, batch_size, drop_last, sizes, seed, size_epochs, size_split)
+        sized = SizedBatchSampler(sampler, batch_size, drop_last, sizes, seed, progressive_epochs, size_epochs)
         batching = {"batch_sampler": sized}
     else:
         batching = {"batch_size": batch_size, "sampler": sampler, "drop_last": drop_last}

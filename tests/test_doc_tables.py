@@ -155,6 +155,11 @@ def test_the_lever_table_puts_base_first_and_counts_every_minute():
     ]
     with pytest.raises(ValueError, match="needs a 'base' run"):
         lever_table(report[:2], runs)
+    # another reference row (the bf16 levers start from the comparison recipe): first, and named in the header
+    lines = lever_table(report, runs, base="p12").splitlines()
+    assert "| vs p12 |" in lines[0]
+    assert lines[2] == "| `p12` | 12 epochs at 16-32 px (7/3/2) | 0.14M | 61.7 | 62.6 |  | 7.1 | 0.2 | 7.3 |"
+    assert lines[3].startswith("| `progressive_e20` |") and "| +8.4 |" in lines[3]
 
 
 def test_refresh_rewrites_a_stale_block_and_nothing_else(tmp_path):

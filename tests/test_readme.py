@@ -36,15 +36,20 @@ those keys. The overrides are part of a run's configuration, so they change
 the config hash in its folder name (``runs/<group>/<model>/<label>-<hash>``);
 ``with_smoke_hashes`` points a README path at the run an earlier command made
 that differs only in that hash.
+
+``VITPOS_REPLAY_TIMES=FILE`` writes each replayed step's wall seconds to FILE (JSON, slowest
+first): where the replay's minutes go.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -470,7 +475,7 @@ def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
         pytest.skip("needs the CIFAR-10 copy: run `bash ../shared/datasets/unpack-cifar10.sh data`")
     work = replay_dir(tmp_path, cifar)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    failures, ran, replayed = [], [], set()
+    failures, ran, replayed, seconds = [], [], set(), []
     for i, (page, lang, code) in enumerate(all_steps()):
         if lang == "python":
             if classify_python(code)[0] != "run" or code in replayed:
@@ -491,11 +496,15 @@ def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
             replayed.add(full)
             argv = ["bash", "-c", full]
             ran.append(code)
+        start = time.perf_counter()
         proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        seconds.append((round(time.perf_counter() - start, 1), page, full.splitlines()[0]))
         out = proc.stdout + proc.stderr
         (tmp_path / f"{i:03d}.log").write_text(f"$ {full}\n{out}")
         if proc.returncode != 0 or "Traceback" in out:
             failures.append(f"{page}:\n$ {full}\nexit {proc.returncode}\n{out[-3000:]}")
+    if os.environ.get("VITPOS_REPLAY_TIMES"):  # where the suite's minutes go: each step's wall seconds, slowest first
+        Path(os.environ["VITPOS_REPLAY_TIMES"]).write_text(json.dumps(sorted(seconds, reverse=True), indent=1))
     allowed = set(LINKED) | set(EXPECTED) | output_folders(ran)
     leftovers = sorted(p.name for p in work.iterdir() if p.name not in allowed)
     if leftovers:

@@ -282,12 +282,17 @@ def lever_table(report: list[dict[str, str]], runs: list[dict[str, str]], base: 
         "params",
         "test acc (%)",
         "flip TTA (%)",
-        "vs base",
+        f"vs {base}",
         "fit min",
         "eval min",
         "run min",
     ]
     return markdown_table(header, table)
+
+
+def _comparison_headline_of(folder: Path) -> str:
+    """:func:`comparison_headline` of a committed comparison folder (its report.csv and runs.csv)."""
+    return comparison_headline(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv"))
 
 
 #: NAME -> (the report folder it quotes, the function that turns that folder into the table)
@@ -300,17 +305,16 @@ TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
         "extrapolation_native",
         lambda folder: multires_vs_single(read_csv(folder / "report.csv")),
     ),
-    "cifar10_full/headline": (
-        "cifar10_full",
-        lambda folder: comparison_headline(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
-    ),
-    "cifar10_full_13ep/headline": (
-        "cifar10_full_13ep",
-        lambda folder: comparison_headline(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
-    ),
+    "cifar10_full/headline": ("cifar10_full", _comparison_headline_of),
+    "cifar10_full_e11/headline": ("cifar10_full_e11", _comparison_headline_of),
+    "cifar10_full_13ep/headline": ("cifar10_full_13ep", _comparison_headline_of),
     "recipe_levers/levers": (
         "recipe_levers",
         lambda folder: lever_table(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
+    ),
+    "recipe_levers_bf16/levers": (  # the bf16 levers start from the 11-epoch comparison recipe
+        "recipe_levers_bf16",
+        lambda folder: lever_table(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv"), "progressive_e11"),
     ),
 }
 

@@ -37,8 +37,8 @@ class BenchOptions:
     minutes on 2 threads.
 
     Examples:
-      python -m bench.run quick=true
-      python -m bench.run step rope quick=true
+      python -m bench.run quick=true threads=2
+      python -m bench.run step rope threads=2 quick=true
       python -m bench.run step shapes=[vit_micro] encodings=[rope_2d,learned_1d]
     """
 

@@ -11,6 +11,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import warm_python  # noqa: E402
 
 from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.models import VisionTransformer
@@ -86,18 +87,21 @@ def pytest_sessionstart(session):
         subprocess.run(["bash", str(script), str(ROOT / "data")], check=True, stdout=subprocess.DEVNULL)
 
 
-#: the slowest test files, longest first (worker-seconds on 2 cores: readme ~290, learning ~210,
-#: sequence_model ~155, bad_input ~125, resume ~65, train ~55, ddp ~30, cli_help ~30), started
-#: before the rest so pytest-xdist's two workers (one file each at a time, ``--dist loadfile``)
-#: finish together instead of one long file starting last. ``--no-loadscope-reorder`` (pyproject
-#: addopts) keeps this order: by default xdist sends the files with the most tests first.
+#: the slowest test files, longest first (worker-seconds on 2 cores before the warm interpreter of
+#: tests/warm_python.py: readme ~514, learning ~210, sequence_model ~155, bad_input ~125,
+#: native_resolution ~110, resume ~65, train ~55, ddp ~30, cli_help ~30; the warm interpreter takes
+#: most of the imports out of readme, bad_input and cli_help), started before the rest so
+#: pytest-xdist's two workers (one file each at a time, ``--dist loadfile``) finish together instead
+#: of one long file starting last. ``--no-loadscope-reorder`` (pyproject addopts) keeps this order:
+#: by default xdist sends the files with the most tests first.
 LONG_FILES = (
     "test_readme.py",
     "test_learning.py",
     "test_sequence_model.py",
-    "test_bad_input.py",
+    "test_native_resolution.py",
     "test_resume.py",
     "test_train.py",
+    "test_bad_input.py",
     "test_ddp.py",
     "test_cli_help.py",
 )
@@ -109,3 +113,13 @@ def pytest_collection_modifyitems(config, items):
         return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
 
     items.sort(key=rank)  # stable: every file's tests stay together and in their order
+
+
+@pytest.fixture(scope="session")
+def warm_env():
+    """An environment in which ``python`` (on PATH) runs each command in a fresh child of one warm
+    interpreter that imported torch, Lightning and timm once (tests/warm_python.py): about 6
+    CPU-seconds saved per command. One server per test process, stopped at its end;
+    ``VITPOS_COLD_PYTHON=1``: a fresh interpreter per command."""
+    with warm_python.started(dict(os.environ)) as env:
+        yield env

@@ -3,12 +3,12 @@
 must exit with code 2, print one ``error:`` line naming the option or file,
 print no traceback, and leave no run folder and no Hydra ``outputs/`` behind.
 
-The checks run before torch is imported where they can (vitpos/validate.py),
-so most cases cost a Python start and a Hydra composition; the encoding cases
-also import torch.
+The checks run before torch is imported where they can (vitpos/validate.py).
+Each command is a fresh child of the warm interpreter of tests/warm_python.py
+(torch, Lightning and timm imported once per test process), so a case costs
+a Hydra composition and the checks.
 """
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,9 +82,21 @@ TRAIN_CASES = [
 ]
 
 
+_WARM: dict[str, str] = {}  # the warm_env fixture's environment, for run()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _warm_python(warm_env):
+    """Each command runs in a fresh child of one warm interpreter (tests/warm_python.py): the
+    imports are most of a refused command's second."""
+    _WARM.update(warm_env)
+
+
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    """``args`` (``sys.executable`` first) run as ``python ...`` from the warm environment."""
+    env = {**_WARM, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    argv = ["python", *args[1:]] if args[0] == sys.executable else args
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, needle: str) -> None:

@@ -2,10 +2,8 @@
 through the command line (issue 13)."""
 
 import dataclasses
-import os
 import re
 import subprocess
-import sys
 import typing
 from pathlib import Path
 
@@ -18,11 +16,20 @@ from vitpos.errors import UserError
 ROOT = Path(__file__).resolve().parents[1]
 
 
+_WARM: dict[str, str] = {}  # the warm_env fixture's environment, for run()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _warm_python(warm_env):
+    """Each command runs in a fresh child of one warm interpreter (tests/warm_python.py)."""
+    _WARM.update(warm_env)
+
+
 def run(args, cwd, merged=False):
-    """The command's result; ``merged``: stderr into stdout, unbuffered, in the order printed."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    """``python ARGS``: the command's result; ``merged``: stderr into stdout, unbuffered, in the order printed."""
+    env = {**_WARM, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     streams = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if merged else {"capture_output": True}
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, text=True, timeout=900, **streams)
+    return subprocess.run(["python", *args], cwd=cwd, env=env, text=True, timeout=900, **streams)
 
 
 def test_train_help_lists_encodings_by_kind(tmp_path):

@@ -37,6 +37,9 @@ the config hash in its folder name (``runs/<group>/<model>/<label>-<hash>``);
 ``with_smoke_hashes`` points a README path at the run an earlier command made
 that differs only in that hash.
 
+Every ``python`` the commands start is a fresh child of a warm interpreter that imported torch,
+Lightning and timm once (tests/warm_python.py: the imports were about half of the replay's
+minutes); ``VITPOS_COLD_PYTHON=1`` replays with a fresh interpreter per command instead.
 ``VITPOS_REPLAY_TIMES=FILE`` writes each replayed step's wall seconds to FILE (JSON, slowest
 first): where the replay's minutes go.
 """
@@ -48,7 +51,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -249,13 +251,13 @@ def help_examples(text: str, tool: str) -> list[str]:
 _HELP_STEPS: list[tuple[str, str, str]] = []
 
 
-def help_steps() -> list[tuple[str, str, str]]:
+def help_steps(env: dict) -> list[tuple[str, str, str]]:
     """("<tool> --help", "bash", command) for every example of every tool in ``HELP_TOOLS``
-    (each ``--help`` is run once per test process)."""
+    (each ``--help`` is run once per test process, with ``python`` from ``env``'s PATH)."""
     if not _HELP_STEPS:
         for tool in HELP_TOOLS:
-            argv = [sys.executable, *shlex.split(tool)[1:], "--help"]
-            proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+            argv = ["python", *shlex.split(tool)[1:], "--help"]
+            proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, f"{tool} --help failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
             examples = help_examples(proc.stdout, tool)
             assert examples, f"{tool} --help lists no examples (an 'Examples:' part)"
@@ -263,11 +265,11 @@ def help_steps() -> list[tuple[str, str, str]]:
     return _HELP_STEPS
 
 
-def all_steps() -> list[tuple[str, str, str]]:
+def all_steps(env: dict) -> list[tuple[str, str, str]]:
     """(page, kind, code) for every step of every page in ``PAGES``, in order, then every
     ``--help`` example of ``HELP_TOOLS``."""
     pages = [(page, kind, code) for page in PAGES for kind, code in page_steps((ROOT / page).read_text())]
-    return pages + help_steps()
+    return pages + help_steps(env)
 
 
 def classify_python(code: str) -> tuple[str, object]:
@@ -330,8 +332,8 @@ def output_folders(commands: list[str]) -> set[str]:
     return names
 
 
-def test_every_readme_command_is_covered():
-    steps = all_steps()
+def test_every_readme_command_is_covered(warm_env):
+    steps = all_steps(warm_env)
     commands = [(page, code) for page, kind, code in steps if kind == "bash"]
     assert len(readme_commands(README.read_text())) >= 5, "found under 5 README commands: did the parser break?"
     uncovered = [f"{page}: {c}" for page, c in commands if classify(c) is None]
@@ -469,21 +471,21 @@ def replay_dir(tmp_path: Path, cifar: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
+def test_readme_commands_run_in_order_at_smoke_scale(tmp_path, warm_env):
     cifar = cifar_root()
     if cifar is None:
         pytest.skip("needs the CIFAR-10 copy: run `bash ../shared/datasets/unpack-cifar10.sh data`")
     work = replay_dir(tmp_path, cifar)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = warm_env
     failures, ran, replayed, seconds = [], [], set(), []
-    for i, (page, lang, code) in enumerate(all_steps()):
+    for i, (page, lang, code) in enumerate(all_steps(env)):
         if lang == "python":
             if classify_python(code)[0] != "run" or code in replayed:
                 continue
             replayed.add(code)
             script = tmp_path / f"{i:03d}_snippet.py"  # outside the working directory: it must stay clean
             script.write_text(code)
-            argv, full = [sys.executable, str(script)], f"python <<'EOF'  # {page}\n{code}EOF"
+            argv, full = ["python", str(script)], f"python <<'EOF'  # {page}\n{code}EOF"
         else:
             kind, extra = classify(code) or ("uncovered", None)
             if kind != "run":

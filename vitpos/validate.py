@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import math
+import os
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -249,13 +250,16 @@ def image_counts(data: dict) -> tuple[int, int, str] | None:
     if data.get("format") == "imagefolder":
 
         def count(split: str) -> int:
-            return sum(
-                1
-                for folder in (root / split).iterdir()
-                if folder.is_dir() and not folder.name.startswith(".")
-                for f in folder.iterdir()
-                if not f.name.startswith(".") and f.name.lower().endswith(IMAGE_EXTENSIONS)
-            )
+            # os.scandir, names only: one Path per file costs ~0.3 s for CIFAR-10's 60,000, on every run
+            with os.scandir(root / split) as folders:
+                class_dirs = [d.path for d in folders if d.is_dir() and not d.name.startswith(".")]
+            total = 0
+            for folder in class_dirs:
+                with os.scandir(folder) as files:
+                    total += sum(
+                        1 for f in files if not f.name.startswith(".") and f.name.lower().endswith(IMAGE_EXTENSIONS)
+                    )
+            return total
 
         return count("train"), count("test"), str(root)
     if (root / "cifar-10-batches-py").is_dir():

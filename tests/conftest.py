@@ -115,6 +115,9 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)  # stable: every file's tests stay together and in their order
 
 
+_WARM_ENV: dict[str, str] = {}  # filled by the warm_env fixture, read by warm_environment()
+
+
 @pytest.fixture(scope="session")
 def warm_env():
     """An environment in which ``python`` (on PATH) runs each command in a fresh child of one warm
@@ -122,4 +125,12 @@ def warm_env():
     CPU-seconds saved per command. One server per test process, stopped at its end;
     ``VITPOS_COLD_PYTHON=1``: a fresh interpreter per command."""
     with warm_python.started(dict(os.environ)) as env:
+        _WARM_ENV.update(env)
         yield env
+
+
+def warm_environment(**extra: str) -> dict[str, str]:
+    """The ``warm_env`` environment with ``extra`` set, for helpers that run commands in a test
+    module marked ``pytestmark = pytest.mark.usefixtures("warm_env")``."""
+    assert _WARM_ENV, "the test module needs pytestmark = pytest.mark.usefixtures('warm_env')"
+    return {**_WARM_ENV, **extra}

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import warm_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = ["data=shapes", "model=vit_micro"]
@@ -82,19 +83,12 @@ TRAIN_CASES = [
 ]
 
 
-_WARM: dict[str, str] = {}  # the warm_env fixture's environment, for run()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _warm_python(warm_env):
-    """Each command runs in a fresh child of one warm interpreter (tests/warm_python.py): the
-    imports are most of a refused command's second."""
-    _WARM.update(warm_env)
+pytestmark = pytest.mark.usefixtures("warm_env")  # every command: a fresh child of the warm interpreter
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """``args`` (``sys.executable`` first) run as ``python ...`` from the warm environment."""
-    env = {**_WARM, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = warm_environment(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     argv = ["python", *args[1:]] if args[0] == sys.executable else args
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 

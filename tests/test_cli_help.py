@@ -8,6 +8,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from conftest import warm_environment
 
 from vitpos.cli import expand_paths, option, parse_options
 from vitpos.encodings import list_encodings
@@ -16,18 +17,12 @@ from vitpos.errors import UserError
 ROOT = Path(__file__).resolve().parents[1]
 
 
-_WARM: dict[str, str] = {}  # the warm_env fixture's environment, for run()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _warm_python(warm_env):
-    """Each command runs in a fresh child of one warm interpreter (tests/warm_python.py)."""
-    _WARM.update(warm_env)
+pytestmark = pytest.mark.usefixtures("warm_env")  # every command: a fresh child of the warm interpreter
 
 
 def run(args, cwd, merged=False):
     """``python ARGS``: the command's result; ``merged``: stderr into stdout, unbuffered, in the order printed."""
-    env = {**_WARM, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env = warm_environment(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     streams = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if merged else {"capture_output": True}
     return subprocess.run(["python", *args], cwd=cwd, env=env, text=True, timeout=900, **streams)
 

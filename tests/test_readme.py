@@ -173,8 +173,10 @@ RUNNERS = {
     "python -m vitpos.extrapolate ckpt=runs/compare_sequence/": ["lengths=[32,128]"],
     "OMP_NUM_THREADS=1 python bench/bench_rope.py": ["--batch", "2", "--tokens", "16"],
     "OMP_NUM_THREADS=1 python bench/bench_vit.py": ["--batch", "8", "--encodings", "none,rope_2d"],
-    "python -m bench.run": ["quick=true"],
-    "python -m bench.run quick=true": ["rope"],  # one part: all of them take minutes even at quick=true
+    # one torch thread: the replay's worker has one core, and the README's threads=2 beside the other
+    # worker oversubscribes OpenMP (`bench.run step rope` took 121 s in the suite instead of 13)
+    "python -m bench.run": ["quick=true", "threads=1"],
+    "python -m bench.run quick=true": ["rope", "threads=1"],  # one part: all of them take minutes even at quick=true
 }
 
 # What the replay directory holds besides the command outputs (links made below).

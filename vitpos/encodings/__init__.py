@@ -7,7 +7,23 @@ This package imports torch and itself only: the folder can be copied into
 another project as it is.
 """
 
-from . import absolute, alibi, combo, cpe, lookhere, relative, rope, sincos, t5_bias  # noqa: F401  (register them)
+from . import (  # noqa: F401  (register them)
+    absolute,
+    alibi,
+    combo,
+    comrope,
+    cpe,
+    fire,
+    liere,
+    lookhere,
+    pape,
+    relative,
+    rope,
+    rope_dinov3,
+    sincos,
+    string_rope,
+    t5_bias,
+)
 from .base import (
     EncodingContext,
     Grid,

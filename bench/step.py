@@ -27,7 +27,9 @@ from .timing import header, interleaved_medians, matmul_gflops, table
 SHAPES = {
     "vit_micro": dict(dim=64, depth=4, num_heads=4, mlp_ratio=2.0),
     "vit_tiny": dict(dim=192, depth=6, num_heads=3, mlp_ratio=4.0),
+    "vit_cpu_d96": dict(dim=96, depth=4, num_heads=3, mlp_ratio=2.0),  # the comparison's model (compare_cifar_full)
 }
+BASELINE = "rope_2d"  # the "x rope_2d" column: each row's step time over rope_2d's of the same mode and precision
 PEER = "timm eager fp32"
 # the encodings of quick=true, and those compiled without compile_all=true: one per kind (table, rotation, bias)
 ONE_PER_KIND = ["learned_1d", "rope_2d", "rel_bias_2d"]
@@ -127,8 +129,21 @@ def run(
             rate = batch / t
             top = ceiling[kinds[name]] * 1e9 / flops
             rows.append([name, f"{t * 1e3:.1f}", f"{rate:,.0f}", f"{times[PEER] / t:.2f}x", f"{100 * rate / top:.0f}%"])
-        table(["step", "ms", "img/s", f"vs {PEER}", "% ceiling"], rows)
+            if BASELINE in encodings:
+                rows[-1].append(baseline_ratio(name, times))
+        cols = ["step", "ms", "img/s", f"vs {PEER}", "% ceiling"] + ([f"x {BASELINE}"] if BASELINE in encodings else [])
+        table(cols, rows)
     optimizer_table(device)
+
+
+def baseline_ratio(label: str, times: dict[str, float]) -> str:
+    """A vitpos row's step time over ``BASELINE``'s in the same mode and precision
+    (``vitpos NAME eager bf16`` against ``vitpos rope_2d eager bf16``); blank for the peer rows."""
+    parts = label.split(" ")
+    if parts[0] != "vitpos":
+        return ""
+    base = " ".join(["vitpos", BASELINE, *parts[2:]])
+    return f"{times[label] / times[base]:.2f}" if base in times else ""
 
 
 def optimizer_table(device: str) -> None:

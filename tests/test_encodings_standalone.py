@@ -51,7 +51,12 @@ SCRIPT = textwrap.dedent(
                 x = torch.cat([torch.zeros(B, prefix, D), x], 1)  # (B, P + N, D)
                 q, k, v = torch.randn(3, B, H, t, D // H).unbind(0)  # (B, H, P + N, Dh) each
                 rq, rk = pe.rotate_qk(q, k, grid, 0)
-                assert rq.shape == q.shape and rk.shape == k.shape, (name, rq.shape, rk.shape)
+                # (B, H, P + N, Dh'): Dh' = Dh, or wider for an encoding written as extra q/k channels (pape)
+                assert rq.shape[:-1] == q.shape[:-1] and rk.shape == rq.shape and rq.shape[-1] >= q.shape[-1], (
+                    name,
+                    rq.shape,
+                    rk.shape,
+                )
                 bias = pe.attention_bias(grid, 0, q.device, q.dtype)
                 assert bias is None or bias.shape == (H, t, t), (name, bias.shape)
                 out = F.scaled_dot_product_attention(rq, rk, v, attn_mask=bias)  # (B, H, P + N, Dh)

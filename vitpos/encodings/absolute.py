@@ -1,16 +1,19 @@
-"""Absolute encodings added to the tokens: none, learned 1D table, learned row/column tables."""
+"""Absolute encodings added to the tokens: none, learned 1D table, learned row/column tables
+(concatenated, ``learned_2d``, or summed, ``learned_2d_sum``)."""
 
 from __future__ import annotations
 
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .base import EncodingContext, Grid, PositionalEncoding, check_choice, register
 from .functional import resample_axis_bicubic, resample_table_1d, resample_table_2d
 
 ANTIALIAS_MODES = ("shrink", "always")
+RESAMPLE_MODES = ("linear", "bicubic")
 
 
 @register
@@ -132,3 +135,70 @@ class Learned2D(_ResizableTable):
 
     def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
         return x + self.table_for(grid).to(x.dtype)
+
+
+def resample_axis_linear(table: torch.Tensor, n_new: int) -> torch.Tensor:
+    """Linearly resample a (n, D) axis table to (n_new, D) with ``align_corners=False``:
+    the pixel-centre convention of timm's factorized tables (``naflexvit.py``)."""
+    if table.shape[0] == n_new:
+        return table
+    x = table.t()[None].float()  # (1, D, n)
+    x = F.interpolate(x, size=n_new, mode="linear", align_corners=False)
+    return x[0].t().to(table.dtype)  # (n_new, D)
+
+
+@register
+class Learned2DSum(_ResizableTable):
+    """Factorized learned table of full width: a row table (h x D) and a column
+    table (w x D), summed per token (NaViT, Dehghani et al. 2023, sec. 3.1,
+    "factorized & fractional positional embeddings"), N(0, 0.02) init.
+
+    ``learned_2d`` concatenates two half-width tables, so each channel knows
+    one axis; here every channel mixes both, with h + w vectors of width D.
+
+    Conventions from timm's ``NaFlexEmbeds`` with ``pos_embed='factorized'``
+    (timm 1.0.31, ``timm/models/naflexvit.py``, ``_apply_factorized_pos_embed``):
+    row-major tokens, ``pos = rows[:, None] + cols[None, :]``, and on another
+    grid each table is resized on its own axis, linearly with
+    ``align_corners=False`` (``resample=linear``, the default). ``resample=bicubic``
+    resizes as ``learned_2d`` does (bicubic, ``antialias`` as there).
+    Difference from timm: no ``pos_embed_ar_preserving`` (resize both axes to
+    the longer side, then crop); each axis is resized to its own length.
+    """
+
+    name = "learned_2d_sum"
+    grid_dims = (2,)
+
+    def __init__(
+        self,
+        ctx: EncodingContext,
+        strategy: str | None = None,
+        init_std: float = 0.02,
+        antialias: str = "shrink",
+        resample: str = "linear",
+    ):
+        super().__init__(ctx, strategy, antialias)
+        self.resample = check_choice(self.name, "resample", resample, RESAMPLE_MODES)
+        h, w = ctx.grid
+        self.rows = nn.Parameter(torch.randn(h, ctx.dim) * init_std)  # (h, D)
+        self.cols = nn.Parameter(torch.randn(w, ctx.dim) * init_std)  # (w, D)
+
+    def table_for(self, grid: Grid) -> torch.Tensor:
+        """(h*w, D): rows[y] + cols[x], each table resized on its own axis first."""
+        h, w = grid
+        rows, cols = self.rows, self.cols
+        if tuple(grid) != self.train_grid:
+            self._check_grid(grid)
+            if self.resample == "linear":
+                rows, cols = resample_axis_linear(rows, h), resample_axis_linear(cols, w)
+            else:
+                antialias = self._antialias(grid)
+                rows = resample_axis_bicubic(rows, h, antialias)  # (h, D)
+                cols = resample_axis_bicubic(cols, w, antialias)  # (w, D)
+        return (rows[:, None, :] + cols[None, :, :]).reshape(h * w, -1)  # (h*w, D)
+
+    def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
+        return x + self.table_for(grid).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, resample={self.resample}"

@@ -1,1 +1,260 @@
-"""Placeholder: being written (issue 33)."""
+"""ComRoPE (Yu et al., CVPR 2025): rotary embeddings from trainable commuting angle matrices.
+
+Each head's channels form blocks of ``b`` contiguous channels; a token at
+normalised position x = (x_0, x_1) (row, column) turns q and k by::
+
+    R(x) = exp(x_0 A_0 + x_1 A_1),  A_a = diag(B_a1, ..., B_am) skew-symmetric b x b blocks
+
+so the logit (R(x) q)^T (R(y) k) = q^T R(y - x) k depends on the offset only,
+because the A_a commute (the paper's RoPE equation). Two commuting families:
+
+- ``ap`` (axial partition): B_aj = P_j - P_j^T if j = a (mod 2), else 0: each
+  block turns with one axis (blocks alternate rows, columns, rows, ...);
+- ``ld`` (linearly dependent, default): B_aj = theta_aj (P_j - P_j^T): one
+  skew matrix per block, scaled per axis.
+
+Default ``ld``: the variant the paper reports best on ImageNet-1K ViT-B (its
+Table 1: the abstract's +1.6 % over LieRE at the training resolution and
++2.9 % above it are ComRoPE-LD's). The paper's body is not in the stored
+index (its abstract and the README are), so this and ``block_size`` 8 below
+are taken from the published paper, not re-read here.
+
+Conventions from the authors' code (Longin-Yu/ComRoPE, ``model.py`` at
+d6e0fbe: ``CustomVITConfig.get_positions``, ``RoPESelfAttentionBase``,
+``ComRoPEAPAttention``, ``ComRoPELDAttention``):
+
+- Positions are patch centres scaled to (0, 1): (i + 0.5) / n per axis
+  (``axis_scale``); axis 0 is the row, axis 1 the column (``meshgrid`` "ij").
+- Blocks are contiguous channels [j b, (j + 1) b) (``block_diag_selector`` =
+  kron(I, ones(b, b))), and q' = R q with q a column vector (``matmul(R, Q)``).
+- The class token is rotated too, at ``cls_position`` = 0.5 on every axis
+  (``prepend_cls``): the image centre.
+- Parameters per attention layer (each layer gets its own module). P: per head
+  and block, (H, m, b, b) ~ N(0, init_std^2) with init_std = 1 (the config
+  default). LD's theta: (axes, m) ~ N(0, 1), shared by the heads. AP: block j
+  belongs to axis j mod 2 (``mask[i, i::num_axes] = 1``).
+- ``block_size`` 8: the paper's setting for ComRoPE and LieRE (the config
+  class's default, 2, makes AP an axial RoPE with learned frequencies).
+
+What the learned parts reduce to (tests/test_comrope_liere.py): P = 0 gives
+R = I (no position at all). With b = 2 every block is a plane rotation by
+theta_j = P_j[1, 0] - P_j[0, 1], so AP is axial 2D RoPE with learned
+frequencies: theta_j = n_axis * base^(-4i/Dh) gives exactly ``rope_2d``'s
+logits (pairs permuted: here the axes alternate, rope_2d puts the column
+pairs first). LD with theta_aj = [j = a mod 2] is AP; LD with theta = 1 is a
+1D rotation in x_0 + x_1.
+
+Strategies for other grids: ``interpolate`` (default, the reference: the
+positions are normalised by the current grid, so a larger grid samples the
+same unit square more finely) and ``extrapolate`` (normalised by the training
+grid: the training spacing is kept and positions pass 1).
+
+Deliberate differences from the authors' code:
+
+- Non-square grids: each axis is normalised by its own length (theirs: one
+  square side ``image_size // patch_size``).
+- R(x) = exp(x_0 A_0) exp(x_1 A_1), exact since A_0 and A_1 commute: one
+  batched matrix_exp over the h + w (+ class) coordinates instead of one per
+  token, then one batched matmul per token. Equal to float32 rounding.
+- R is applied to the whole batch at once: one batched matmul per block over
+  the H * (P + N) block-diagonal Dh x Dh matrices (theirs: a mat-vec per batch
+  element and token); built and applied in float32, also under autocast, and
+  cast back. matrix_exp compiles without a graph break (inductor calls ATen's).
+- ``cls_position=null`` leaves class tokens unrotated (the project's RoPE
+  convention); that is position (0, 0), as exp(0) = I.
+- Not built: the training-time position perturbation and offset
+  (``get_positions``' robustness experiments) and the video (3-axis) case.
+- Eval (no grad): rotations are cached per grid and parameter version.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+from torch import nn
+
+from .base import EncodingContext, Grid, OptionError, PositionalEncoding, cached_table, check_choice, register
+
+VARIANTS = ("ld", "ap")
+MAX_CACHED_GRIDS = 4  # evaluation rotations kept per encoding: (depth, H, P + N, Dh, Dh) float32 per grid
+
+
+def skew(p: torch.Tensor) -> torch.Tensor:
+    """P - P^T over the last two axes: a skew-symmetric matrix (its exponential is a rotation)."""
+    return p - p.transpose(-1, -2)
+
+
+def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
+    """(..., m, b, b) blocks -> (..., m b, m b) block-diagonal matrices (block j on channels [j b, (j + 1) b))."""
+    m, b = blocks.shape[-3], blocks.shape[-1]
+    eye = torch.eye(m, dtype=blocks.dtype, device=blocks.device)
+    return torch.einsum("...kij,kl->...kilj", blocks, eye).reshape(*blocks.shape[:-3], m * b, m * b)
+
+
+def apply_rotation(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+    """R x per head and token, in float32, cast back to x's dtype.
+
+    x: (B, H, T, Dh); rot: (H, T, Dh, Dh). One batched matmul over the H * T
+    tokens, (B, Dh) @ R^T each: on CPU the dense form beats a per-block einsum
+    (bench: 1.5-2x at b = 8, Dh = 16..64; the batched 8 x 8 products are too
+    small). Autocast is off inside: a bfloat16 matmul would round the rotation
+    to 8 bits. Returns a (B, H, T, Dh) view of a (H, T, B, Dh) tensor.
+    """
+    b_, h, t, dh = x.shape
+    with torch.autocast(x.device.type, enabled=False):
+        rows = x.permute(1, 2, 0, 3).to(torch.float32, memory_format=torch.contiguous_format)  # one copy
+        rows = rows.reshape(h * t, b_, dh)  # (H*T, B, Dh); a view unless .to kept a float32 x as it was
+        out = torch.bmm(rows, rot.float().reshape(h * t, dh, dh).transpose(1, 2))  # (H*T, B, Dh): (R x)^T
+    return out.view(h, t, b_, dh).permute(2, 0, 1, 3).type_as(x)  # (B, H, T, Dh)
+
+
+def check_block_size(name: str, block_size, head_dim: int, multiple: int, fix: str) -> int:
+    """``block_size`` if it is an integer >= 2 with ``multiple * block_size`` dividing the head dim."""
+    ok = isinstance(block_size, numbers.Integral) and not isinstance(block_size, bool) and block_size >= 2
+    if not ok or head_dim % (multiple * block_size):
+        need = f"{multiple} * block_size" if multiple > 1 else "block_size"
+        raise OptionError(
+            "encoding.block_size",
+            f"encoding.block_size must be an integer >= 2 with {need} dividing the head dim "
+            f"(model.dim / model.num_heads = {head_dim}) for encoding '{name}', got {block_size!r} ({fix})",
+        )
+    return int(block_size)
+
+
+class BlockRotaryBase(PositionalEncoding):
+    """Per-token block rotations (H, P + N, m, b, b) applied to q and k (ComRoPE, LieRE).
+
+    Subclasses build the rotations of one block (``block`` an int: (H, T, m, b, b))
+    or of every block at once (``block`` None: (depth, H, T, m, b, b)). With
+    gradients (training) they are rebuilt at every call, inside the compiled
+    graph; without (evaluation) they are built once per grid for all blocks and
+    cached until a parameter changes (its ``_version`` counts in-place updates:
+    optimizer steps, ``load_state_dict``), for up to ``MAX_CACHED_GRIDS`` grids.
+    Rotations are always built and applied in float32, also under autocast.
+    """
+
+    grid_dims = (2,)
+
+    def __init__(self, ctx: EncodingContext, strategy: str | None = None):
+        super().__init__(ctx, strategy)
+        self._cache: dict[tuple, tuple[torch.Tensor, ...]] = {}
+        self._cache_version: tuple | None = None
+
+    def build_rotations(self, grid: Grid, block: int | None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def param_version(self) -> tuple:
+        return tuple((p.data_ptr(), p._version) for p in self.parameters())
+
+    def rotations(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
+        """(H, P + N, Dh, Dh) float32 block-diagonal rotations of block ``block`` on ``grid``."""
+        grid = tuple(grid)
+        if torch.is_grad_enabled() or torch.compiler.is_compiling():
+            return self.float32_rotations(grid, block).to(device)
+        version = self.param_version()
+        if version != self._cache_version:  # parameters changed: every cached rotation is stale
+            self._cache.clear()
+            self._cache_version = version
+        key = (grid, self.strategy, str(device))
+        if key not in self._cache and len(self._cache) >= MAX_CACHED_GRIDS:
+            self._cache.clear()  # evaluating size after size: keep memory bounded
+        return cached_table(self._cache, key, lambda: self.float32_rotations(grid, None).to(device).unbind(0))[block]
+
+    def float32_rotations(self, grid: Grid, block: int | None) -> torch.Tensor:
+        """The block-diagonal (..., H, P + N, Dh, Dh) rotations, built in float32 also under autocast."""
+        with torch.autocast(self._param_device_type(), enabled=False):
+            return block_diagonal(self.build_rotations(grid, block))
+
+    def _param_device_type(self) -> str:
+        param = next(self.parameters(), None)
+        return "cpu" if param is None else param.device.type
+
+    def rotate_qk(self, q, k, grid, block):
+        rot = self.rotations(grid, block, q.device)  # (H, P + N, Dh, Dh)
+        return apply_rotation(q, rot), apply_rotation(k, rot)
+
+    def _block_slice(self, p: torch.Tensor, block: int | None) -> torch.Tensor:
+        """Parameters (depth, ...) of one block (as a leading axis of 1) or of all."""
+        return p if block is None else p[block : block + 1]
+
+    def _finish(self, rot: torch.Tensor, block: int | None) -> torch.Tensor:
+        return rot if block is None else rot[0]
+
+
+@register
+class ComRoPE(BlockRotaryBase):
+    """ComRoPE-LD (default) or -AP: R(x) = exp(x_0 A_0 + x_1 A_1) with commuting
+    block-diagonal skew-symmetric A_a, per block and head. See the module docstring.
+
+    Options: ``variant`` ld | ap; ``block_size`` b (8); ``init_std`` of P (1.0);
+    ``cls_position``: the class token's normalised coordinate on both axes
+    (0.5, the image centre, as the authors), or null: not rotated.
+    """
+
+    name = "comrope"
+    strategies = ("interpolate", "extrapolate")
+
+    def __init__(
+        self,
+        ctx: EncodingContext,
+        strategy: str | None = None,
+        variant: str = "ld",
+        block_size: int = 8,
+        init_std: float = 1.0,
+        cls_position: float | None = 0.5,
+    ):
+        super().__init__(ctx, strategy)
+        self.variant = check_choice(self.name, "variant", variant, VARIANTS)
+        multiple = 2 if variant == "ap" else 1  # AP: half the head width per axis
+        self.block_size = check_block_size(self.name, block_size, ctx.head_dim, multiple, "e.g. the paper's 8, or 2")
+        if isinstance(init_std, bool) or not isinstance(init_std, numbers.Real) or not init_std >= 0:
+            raise OptionError("encoding.init_std", f"encoding.init_std must be >= 0, got {init_std!r} (default 1.0)")
+        if cls_position is not None and (isinstance(cls_position, bool) or not isinstance(cls_position, numbers.Real)):
+            raise OptionError(
+                "encoding.cls_position",
+                f"encoding.cls_position must be a number or null, got {cls_position!r} (default 0.5: the image centre)",
+            )
+        self.init_std, self.cls_position = float(init_std), cls_position
+        b, m = self.block_size, ctx.head_dim // self.block_size
+        self.freqs = nn.Parameter(torch.randn(ctx.depth, ctx.num_heads, m, b, b) * init_std)  # P: (depth, H, m, b, b)
+        if variant == "ld":
+            self.multiplier = nn.Parameter(torch.randn(ctx.depth, 2, m))  # theta: (depth, axes, m)
+        else:
+            axis_of_block = torch.arange(m) % 2  # block j turns with axis j mod 2
+            self.register_buffer("axis_mask", (axis_of_block == torch.arange(2)[:, None]).float(), persistent=False)
+
+    def coordinates(self, grid: Grid) -> list[torch.Tensor]:
+        """Per axis (rows, then columns): (n,) float32 normalised patch centres."""
+        interpolate = self.strategy == "interpolate"
+        return [
+            (torch.arange(n, dtype=torch.float32) + 0.5) / (n if interpolate else nt)
+            for n, nt in zip(grid, self.train_grid)
+        ]
+
+    def generators(self, block: int | None) -> torch.Tensor:
+        """A_a per block: (L, H, axes, m, b, b) float32, L = 1 or depth."""
+        s = skew(self._block_slice(self.freqs, block).float())  # (L, H, m, b, b)
+        if self.variant == "ld":
+            theta = self._block_slice(self.multiplier, block).float()  # (L, axes, m)
+            return theta[:, None, :, :, None, None] * s[:, :, None]
+        return self.axis_mask[None, None, :, :, None, None] * s[:, :, None]
+
+    def build_rotations(self, grid: Grid, block: int | None) -> torch.Tensor:
+        gen = self.generators(block)  # (L, H, 2, m, b, b)
+        device, p = gen.device, self.num_prefix_tokens
+        (h, w), cls = grid, 0.0 if self.cls_position is None else float(self.cls_position)
+        per_axis = []
+        for axis, coords in enumerate(self.coordinates(grid)):
+            values = torch.cat([torch.full((1,), cls), coords]).to(device)  # (1 + n,): the class token's first
+            per_axis.append(torch.linalg.matrix_exp(values[:, None, None, None] * gen[:, :, axis, None]))
+        # (L, H, 1 + n_a, m, b, b) each: exp(x_a A_a) for every coordinate value x_a of axis a
+        rows = torch.arange(h, device=device).repeat_interleave(w) + 1  # (N,) row-major token -> row value
+        cols = torch.arange(w, device=device).repeat(h) + 1
+        lead = torch.zeros(p, dtype=torch.long, device=device)  # class tokens: the value at index 0
+        rot = per_axis[0][:, :, torch.cat([lead, rows])] @ per_axis[1][:, :, torch.cat([lead, cols])]
+        return self._finish(rot, block)  # (L, H, P + N, m, b, b), or without L
+
+    def extra_repr(self) -> str:
+        extra = f"variant={self.variant}, block_size={self.block_size}, cls_position={self.cls_position}"
+        return f"{super().extra_repr()}, {extra}"

@@ -1,1 +1,150 @@
-"""Placeholder: being written (issue 33)."""
+"""LieRE (Ostmeier et al., ICML 2025): rotations exp(sum_a p_a A_a) from learned Lie-algebra generators.
+
+A token at position p = (p_0, p_1) (row, column) turns each block of ``b``
+contiguous channels of q and k by::
+
+    R(p) = exp(p_0 A_0 + p_1 A_1),  A_a learned skew-symmetric b x b, per block, head and layer
+
+with b the whole head width by default (a dense rotation of the head).
+
+Not exactly relative: A_0 and A_1 need not commute, so exp(p_0 A_0 + p_1 A_1)
+is not exp(p_0 A_0) exp(p_1 A_1), and R(p)^T R(p') is not a function of
+p' - p: with random generators two token pairs with the same offset get
+different logits. It is relative when the generators commute: A_1 = 0,
+A_1 = c A_0, or b = 2 (all 2 x 2 skew matrices commute: each pair then turns
+by p_0 f_0 + p_1 f_1, RoPE-Mixed, which is how the authors' code runs its
+``rope_mixed`` baseline). tests/test_comrope_liere.py checks both.
+
+Cost: one dense b x b matrix_exp per token, head and block, forward and
+backward (the backward is an exponential of a 2b x 2b matrix): with b the
+head width this dominates the step on CPU (bench, batch 128: 1.3-1.8x rope_2d at
+d96/h3/Dh 32, 2x in bf16); ``block_size=8`` builds them 6x faster. Compiles in one graph.
+
+Conventions from the authors' code (StanfordMIMI/LieRE at 6a7823b:
+``models/rope_vit.py``: ``PositionEncoderBase``, ``LierePositionEncoder``,
+``FlexibleAttention.apply_transforms``; README "Core Implementation";
+``lightning_cifar100.sh``, the README's reproduction):
+
+- Generators: A = U - U^T with U = triu(raw, 1) and raw ~ U[0, 2 pi)
+  (``initialization_factor`` 2 pi, after RoPE-Mixed); the - 0.5 their code
+  subtracts from U cancels in U - U^T.
+- Block size (``generator_dim``) 64 = the whole head of their ViTs, generators
+  per layer and per head (``rotary_embedding_per_layer/head`` True in the
+  reproduction script; their ImageNet config shares them).
+- Positions: the cartesian product over the axes (rows first, row-major
+  tokens) of linspace(0, n / n_train, n): [0, 1] on the training grid.
+- The class token gets the zero generator: identity, never rotated.
+- x' = R x on chunks of b contiguous channels, the same R for q and k.
+
+Strategies for other grids: ``proportional`` (default, the reference:
+linspace(0, n / n_train, n), the range grows with the grid at about the
+training spacing), ``interpolate`` (linspace(0, 1, n): the reference's
+disabled ``scale_0_to_1`` branch) and ``extrapolate`` (i / (n_train - 1):
+exactly the training spacing).
+
+Deliberate differences from the authors' code:
+
+- Their ``Transformer.forward`` replaces the per-layer transforms by layer 0's
+  slice inside its loop, so every layer after the first reuses layer 0's
+  rotations (the others' generators never train); here block l uses its own.
+- Any head dim (theirs asserts 64); ``block_size`` must divide it (theirs
+  leaves the remaining channels unrotated).
+- Only the strictly upper triangle is stored, b (b - 1) / 2 numbers per
+  generator (theirs stores b x b and masks the rest): the same function.
+- One batched matrix_exp over (H, P + N, m, b, b) in float32 (theirs: a loop
+  over generators in one version, one shot in another), also under autocast;
+  cached per grid and parameter version in evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+from torch import nn
+
+from .base import EncodingContext, Grid, OptionError, register
+from .comrope import BlockRotaryBase, check_block_size
+
+
+def skew_index(b: int) -> torch.Tensor:
+    """(b * b,) positions in [0, 1 + U, -U] (U the b (b - 1) / 2 strictly-upper entries, row-major) of
+    each entry of the skew matrix U - U^T: 0 on the diagonal, k above it, k + b (b - 1) / 2 below."""
+    rows, cols = torch.triu_indices(b, b, offset=1)  # (b(b-1)/2,) each
+    index = torch.zeros(b, b, dtype=torch.long)
+    k = torch.arange(1, len(rows) + 1)
+    index[rows, cols] = k
+    index[cols, rows] = k + len(rows)
+    return index.flatten()
+
+
+def packed_skew(upper: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """(..., b (b - 1) / 2) strictly-upper entries -> (..., b, b) skew-symmetric U - U^T.
+
+    ``index``: :func:`skew_index` of b."""
+    b = math.isqrt(len(index))
+    padded = torch.cat([upper.new_zeros(*upper.shape[:-1], 1), upper, -upper], -1)  # (..., 1 + b(b-1))
+    return padded[..., index].unflatten(-1, (b, b))  # (..., b, b)
+
+
+@register
+class LieRE(BlockRotaryBase):
+    """LieRE: R(p) = exp(p_0 A_0 + p_1 A_1), learned skew-symmetric generators per
+    axis, block, head and layer. See the module docstring (not exactly relative).
+
+    Options: ``block_size`` (null: the head width, as the authors); ``init_range``:
+    generator entries start ~ U[0, init_range) (2 pi).
+    """
+
+    name = "liere"
+    strategies = ("proportional", "interpolate", "extrapolate")
+
+    def __init__(
+        self,
+        ctx: EncodingContext,
+        strategy: str | None = None,
+        block_size: int | None = None,
+        init_range: float = 2 * math.pi,
+    ):
+        super().__init__(ctx, strategy)
+        b = ctx.head_dim if block_size is None else block_size
+        self.block_size = check_block_size(self.name, b, ctx.head_dim, 1, "null: the whole head, as the authors")
+        if isinstance(init_range, bool) or not isinstance(init_range, numbers.Real) or not init_range >= 0:
+            raise OptionError(
+                "encoding.init_range", f"encoding.init_range must be >= 0, got {init_range!r} (default 2 pi)"
+            )
+        self.init_range = float(init_range)
+        m, b = ctx.head_dim // self.block_size, self.block_size
+        # the strictly upper triangle of each generator: (depth, H, axes, m, b(b-1)/2)
+        self.generators = nn.Parameter(torch.rand(ctx.depth, ctx.num_heads, 2, m, b * (b - 1) // 2) * init_range)
+        self.register_buffer("skew_index", skew_index(b), persistent=False)
+
+    def coordinates(self, grid: Grid) -> torch.Tensor:
+        """(N, 2) float32 (row, column) positions of the row-major grid tokens."""
+        axes = []
+        for n, nt in zip(grid, self.train_grid):
+            if self.strategy == "proportional":
+                axes.append(torch.linspace(0, n / nt, n))
+            elif self.strategy == "interpolate":
+                axes.append(torch.linspace(0, 1, n))
+            else:
+                axes.append(torch.arange(n, dtype=torch.float32) / max(nt - 1, 1))
+        ys, xs = torch.meshgrid(*axes, indexing="ij")
+        return torch.stack([ys.flatten(), xs.flatten()], -1)  # (N, 2)
+
+    def skew_generators(self, block: int | None) -> torch.Tensor:
+        """(L, H, axes, m, b, b) float32 skew-symmetric generators, L = 1 or depth."""
+        return packed_skew(self._block_slice(self.generators, block).float(), self.skew_index)
+
+    def build_rotations(self, grid: Grid, block: int | None) -> torch.Tensor:
+        gen = self.skew_generators(block)  # (L, H, 2, m, b, b)
+        coords = self.coordinates(grid).to(gen.device)
+        pos = torch.cat([coords.new_zeros(self.num_prefix_tokens, 2), coords])  # (P + N, 2): class tokens at 0
+        # p_0 A_0 + p_1 A_1 as a pointwise sum, not an einsum: under inductor the einsum's permuted bmm output
+        # reached matrix_exp's fallback kernel non-contiguous (an explicit .contiguous() was dropped), which fails
+        log_rot = sum(pos[:, a, None, None, None] * gen[:, :, None, a] for a in range(2))  # (L, H, P + N, m, b, b)
+        return self._finish(torch.linalg.matrix_exp(log_rot), block)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, block_size={self.block_size}"

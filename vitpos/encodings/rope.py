@@ -27,11 +27,28 @@ YaRN as plain RoPE. ``align`` sets how ``interpolate`` maps image axes (see
 The YaRN factor multiplies q and k of *every* token, prefix tokens included,
 so all logits share one temperature: on the grid tokens it rides in the cached
 rotation's magnitude, on the (unrotated) prefix tokens it is a plain multiply.
+
+Partial rotation (every encoding here), at no extra cost: an unrotated pair is
+a pair whose angle is 0, i.e. 1 + 0j in the same table (times the YaRN factor).
+
+- ``rotate_fraction`` p in (0, 1]: p-RoPE (Barbero et al. 2024, "Round and
+  Round We Go!", sec. 6): only the floor(p * n) highest-frequency pairs of the
+  n pairs (per axis in 2D) turn, the lowest frequencies are left out; the kept
+  ones keep their RoPE values (base^(-2i/Dh) in 1D), they are not re-spread.
+  As the authors' code, google-deepmind/gemma ``gemma/gm/math/
+  _positional_embeddings.py`` ``apply_rope(rope_proportion=)`` (commit faba7e31):
+  int(p * Dh // 2) pairs keep their timescale, the rest get an infinite one.
+  (x-transformers' ``rotary_emb_dim``, lucidrains/x-transformers
+  ``x_transformers/x_transformers.py``, commit 003275c6, instead rotates the
+  first channels with a spectrum recomputed over them, GPT-J style.) On learned
+  frequencies the pairs left out are the lowest at initialization.
+- ``rotate_heads`` k: only heads 0..k-1 turn; the others see no position.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -68,6 +85,8 @@ class _RotaryBase(PositionalEncoding):
         layout: str = "interleaved",
         yarn_ramp: str = "index",
         align: str = "corners",
+        rotate_fraction: float = 1.0,
+        rotate_heads: int | None = None,
     ):
         super().__init__(ctx, strategy)
         need = 2 * self.rot_axes
@@ -99,7 +118,46 @@ class _RotaryBase(PositionalEncoding):
             )
         self.beta_fast, self.beta_slow, self.yarn_ramp = beta_fast, beta_slow, yarn_ramp
         self.align = check_choice(self.name, "align", align, ALIGN_MODES)
+        self.rotate_fraction, self.rotate_heads = rotate_fraction, rotate_heads
+        # (H or 1, 1, Dh/2) bool: which pairs of which heads turn; None: all (the plain path)
+        self.register_buffer("turning", self.turning_pairs(ctx, rotate_fraction, rotate_heads), persistent=False)
         self._cache: dict[tuple, torch.Tensor] = {}
+
+    def turning_pairs(self, ctx: EncodingContext, fraction, heads) -> torch.Tensor | None:
+        """The pairs that rotate (see the module docstring), validated; None when every pair of every head does."""
+        n = ctx.head_dim // (2 * self.rot_axes)  # pairs per axis, highest frequency first
+        if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
+            raise OptionError(
+                "encoding.rotate_fraction",
+                f"encoding.rotate_fraction must be a number in (0, 1], got {fraction!r} "
+                "(1: every pair turns, plain RoPE; 0.75: p-RoPE without the lowest quarter of the frequencies)",
+            )
+        kept = math.floor(fraction * n)  # as the authors' int(p * Dh // 2)
+        if kept == 0:
+            raise OptionError(
+                "encoding.rotate_fraction",
+                f"encoding.rotate_fraction={fraction} turns floor({fraction} * {n}) = 0 of the {n} pairs per axis; "
+                f"set it to at least {1 / n:.3g}, or use encoding=none",
+            )
+        if heads is not None and (
+            isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= ctx.num_heads
+        ):
+            raise OptionError(
+                "encoding.rotate_heads",
+                "encoding.rotate_heads must be null (every head) or an integer in "
+                f"[1, model.num_heads={ctx.num_heads}], got {heads!r}",
+            )
+        if kept == n and heads in (None, ctx.num_heads):
+            return None
+        pairs = (torch.arange(n) < kept).repeat(self.rot_axes)  # (Dh/2,): per axis, the first pairs are the fastest
+        rows = torch.arange(ctx.num_heads if heads is not None else 1) < (heads or 1)  # (H,) or (1,)
+        return pairs[None, None, :] & rows[:, None, None]  # (H or 1, 1, Dh/2)
+
+    def partial(self, angles: torch.Tensor) -> torch.Tensor:
+        """``angles`` (..., N, Dh/2) with the pairs that do not turn set to 0 (a rotation by 1 + 0j)."""
+        if self.turning is None:
+            return angles
+        return torch.where(self.turning.to(angles.device), angles, 0.0)  # (H or 1, N, Dh/2)
 
     # -------------------------------------------------------------- per axis
     def axis_scale(self, n: int, n_train: int) -> float:
@@ -155,7 +213,10 @@ class _RotaryBase(PositionalEncoding):
         return q, k
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, base={self.base}, layout={self.layout}"
+        extra = f"{super().extra_repr()}, base={self.base}, layout={self.layout}"
+        if self.turning is not None:
+            extra += f", rotate_fraction={self.rotate_fraction}, rotate_heads={self.rotate_heads}"
+        return extra
 
 
 @register
@@ -171,7 +232,7 @@ class RoPE1D(_RotaryBase):
         n, n_train = math.prod(grid), math.prod(self.train_grid)
         inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 2, self.base)
         angles = self.axis_angles(n, n_train, inv_freq, image=len(grid) == 2)
-        return fn.rope_angles_to_complex(angles, self.qk_magnitude(grid))  # (N, Dh/2)
+        return fn.rope_angles_to_complex(self.partial(angles), self.qk_magnitude(grid))  # (N, Dh/2) or (H, N, Dh/2)
 
 
 @register
@@ -195,7 +256,7 @@ class RoPE2D(_RotaryBase):
         angles = torch.cat([ang_x[None, :, :].expand(h, w, -1), ang_y[:, None, :].expand(h, w, -1)], dim=-1).reshape(
             h * w, -1
         )  # (h*w, Dh/2)
-        return fn.rope_angles_to_complex(angles, self.qk_magnitude(grid))
+        return fn.rope_angles_to_complex(self.partial(angles), self.qk_magnitude(grid))
 
 
 class _LearnedFrequencies(_RotaryBase):
@@ -234,7 +295,7 @@ class RoPE1DLearned(_LearnedFrequencies):
     def build_rotation(self, grid, block, device):
         (pos,) = self.positions(grid, device)
         angles = pos[None, :, None] * self.freqs[block].float()[:, None, :]  # (H, N, Dh/2)
-        return fn.rope_angles_to_complex(angles)
+        return fn.rope_angles_to_complex(self.partial(angles))
 
 
 @register
@@ -261,4 +322,4 @@ class RoPE2DMixed(_LearnedFrequencies):
         xs, ys = self.positions(grid, device)
         f = self.freqs[block].float()  # (H, Dh/2, 2)
         angles = xs[None, :, None] * f[:, None, :, 0] + ys[None, :, None] * f[:, None, :, 1]  # (H, N, Dh/2)
-        return fn.rope_angles_to_complex(angles)  # (H, N, Dh/2)
+        return fn.rope_angles_to_complex(self.partial(angles))  # (H, N, Dh/2)

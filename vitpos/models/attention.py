@@ -93,7 +93,8 @@ class Attention(nn.Module):
         """The softmax attention weights (B, H, N, N), computed explicitly (for
         pictures and for checking SDPA)."""
         q, k, _ = self.qkv_heads(x, grid, pe, block)
-        logits = q @ k.transpose(-2, -1) * self.head_dim**-0.5  # (B, H, N, N)
+        # SDPA's scale 1/sqrt(width of q): also right for q/k widened with extra channels (pape)
+        logits = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5  # (B, H, N, N)
         if mask is not None:
             logits = logits + mask
         return logits.softmax(-1)

@@ -57,7 +57,9 @@ ADDED_KEYS = {
         "native_size": (None, 32),
         "size_schedule": (None, "random"),
         "size_epochs": (None,),
-    }
+    },
+    # partial RoPE (issue 33) at its "rotate everything" defaults: the committed rope_* runs keep their hashes
+    "encoding": {"rotate_fraction": (None, 1.0), "rotate_heads": (None,)},
 }
 MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 

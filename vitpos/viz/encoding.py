@@ -134,7 +134,8 @@ def rope_logit_data(
     q = v.expand(-1, -1, p + n, -1).contiguous()  # (S, H, P + N, Dh)
     with torch.no_grad():
         q, k = pe.rotate_qk(q, q.clone(), grid, block)
-        logits = (q[:, :, p:].float() @ k[:, :, p:].float().transpose(-2, -1)).mean(0) * dh**-0.5  # (H, N, N)
+        scale = q.shape[-1] ** -0.5  # SDPA's, also for q/k widened with extra channels (pape)
+        logits = (q[:, :, p:].float() @ k[:, :, p:].float().transpose(-2, -1)).mean(0) * scale  # (H, N, N)
     out = offset_average(logits, grid).cpu().numpy()  # (H, 2h-1, 2w-1)
     return out[:, 0] if len(grid) == 1 else out
 

@@ -20,8 +20,9 @@ SHAPES_BUDGET = [
 
 # Blind to both bits: no encoding at all, and 2D ALiBi, whose bias depends on the distance between
 # patches only; a distance does not change when the grid is mirrored, so with average pooling the
-# model's output is the same for an image and its mirror image, which has the other label.
-MIRROR_BLIND = ("none", "alibi_2d")
+# model's output is the same for an image and its mirror image, which has the other label. PaPE-RI is
+# blind for the same reason: its bias is a function of the squared distance (rotation invariant by design).
+MIRROR_BLIND = ("none", "alibi_2d", "pape_ri")
 
 
 @pytest.mark.slow

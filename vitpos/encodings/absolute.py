@@ -6,11 +6,10 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .base import EncodingContext, Grid, PositionalEncoding, check_choice, register
-from .functional import resample_axis_bicubic, resample_table_1d, resample_table_2d
+from .functional import resample_axis_bicubic, resample_axis_linear, resample_table_1d, resample_table_2d
 
 ANTIALIAS_MODES = ("shrink", "always")
 RESAMPLE_MODES = ("linear", "bicubic")
@@ -135,16 +134,6 @@ class Learned2D(_ResizableTable):
 
     def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
         return x + self.table_for(grid).to(x.dtype)
-
-
-def resample_axis_linear(table: torch.Tensor, n_new: int) -> torch.Tensor:
-    """Linearly resample a (n, D) axis table to (n_new, D) with ``align_corners=False``:
-    the pixel-centre convention of timm's factorized tables (``naflexvit.py``)."""
-    if table.shape[0] == n_new:
-        return table
-    x = table.t()[None].float()  # (1, D, n)
-    x = F.interpolate(x, size=n_new, mode="linear", align_corners=False)
-    return x[0].t().to(table.dtype)  # (n_new, D)
 
 
 @register

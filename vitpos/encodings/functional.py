@@ -118,6 +118,16 @@ def resample_axis_bicubic(table: torch.Tensor, n_new: int, antialias: bool) -> t
     return x[0, :, 0].t().to(table.dtype)  # (n_new, D)
 
 
+def resample_axis_linear(table: torch.Tensor, n_new: int) -> torch.Tensor:
+    """Linearly resample a (n, D) axis table to (n_new, D) with ``align_corners=False``:
+    the pixel-centre convention of timm's factorized tables (``naflexvit.py``)."""
+    if table.shape[0] == n_new:
+        return table
+    x = table.t()[None].float()  # (1, D, n)
+    x = F.interpolate(x, size=n_new, mode="linear", align_corners=False)
+    return x[0].t().to(table.dtype)  # (n_new, D)
+
+
 def resample_table_2d(
     table: torch.Tensor, old: tuple[int, int], new: tuple[int, int], antialias: bool | None = None
 ) -> torch.Tensor:
@@ -313,3 +323,26 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     lower = 2 ** math.floor(math.log2(num_heads))
     extra = power_of_two_slopes(2 * lower)[0::2][: num_heads - lower]
     return torch.tensor(power_of_two_slopes(lower) + extra)
+
+
+# ------------------------------------------------------- skew-symmetric matrices
+
+
+def skew_index(b: int) -> torch.Tensor:
+    """(b * b,) positions in [0, 1 + U, -U] (U the b (b - 1) / 2 strictly-upper entries, row-major) of
+    each entry of the skew matrix U - U^T: 0 on the diagonal, k above it, k + b (b - 1) / 2 below."""
+    rows, cols = torch.triu_indices(b, b, offset=1)  # (b(b-1)/2,) each
+    index = torch.zeros(b, b, dtype=torch.long)
+    k = torch.arange(1, len(rows) + 1)
+    index[rows, cols] = k
+    index[cols, rows] = k + len(rows)
+    return index.flatten()
+
+
+def packed_skew(upper: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """(..., b (b - 1) / 2) strictly-upper entries -> (..., b, b) skew-symmetric U - U^T.
+
+    ``index``: :func:`skew_index` of b."""
+    b = math.isqrt(len(index))
+    padded = torch.cat([upper.new_zeros(*upper.shape[:-1], 1), upper, -upper], -1)  # (..., 1 + b(b-1))
+    return padded[..., index].unflatten(-1, (b, b))  # (..., b, b)

@@ -66,26 +66,7 @@ from torch import nn
 
 from .base import EncodingContext, Grid, OptionError, register
 from .comrope import BlockRotaryBase, check_block_size
-
-
-def skew_index(b: int) -> torch.Tensor:
-    """(b * b,) positions in [0, 1 + U, -U] (U the b (b - 1) / 2 strictly-upper entries, row-major) of
-    each entry of the skew matrix U - U^T: 0 on the diagonal, k above it, k + b (b - 1) / 2 below."""
-    rows, cols = torch.triu_indices(b, b, offset=1)  # (b(b-1)/2,) each
-    index = torch.zeros(b, b, dtype=torch.long)
-    k = torch.arange(1, len(rows) + 1)
-    index[rows, cols] = k
-    index[cols, rows] = k + len(rows)
-    return index.flatten()
-
-
-def packed_skew(upper: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """(..., b (b - 1) / 2) strictly-upper entries -> (..., b, b) skew-symmetric U - U^T.
-
-    ``index``: :func:`skew_index` of b."""
-    b = math.isqrt(len(index))
-    padded = torch.cat([upper.new_zeros(*upper.shape[:-1], 1), upper, -upper], -1)  # (..., 1 + b(b-1))
-    return padded[..., index].unflatten(-1, (b, b))  # (..., b, b)
+from .functional import packed_skew, skew_index
 
 
 @register

@@ -133,15 +133,11 @@ class StringCayley(RoPE2D):
         super().__init__(ctx, strategy, **kw)
         dh = ctx.head_dim
         self.skew = nn.Parameter(torch.zeros(ctx.depth, ctx.num_heads, dh * (dh - 1) // 2))  # S above the diagonal
-        rows, cols = torch.triu_indices(dh, dh, 1)  # row-major strict upper triangle
-        self.register_buffer("skew_index", rows * dh + cols, persistent=False)
+        self.register_buffer("skew_index", fn.skew_index(dh), persistent=False)  # row-major strict upper triangle
 
     def skew_matrix(self, block: int) -> torch.Tensor:
         """S (H, Dh, Dh) float32 of block ``block``: its upper triangle is ``skew`` (row-major), S^T = -S."""
-        h, dh = self.ctx.num_heads, self.ctx.head_dim
-        upper = self.skew[block].float().new_zeros(h, dh * dh).index_add(1, self.skew_index, self.skew[block].float())
-        upper = upper.view(h, dh, dh)  # (H, Dh, Dh)
-        return upper - upper.transpose(-1, -2)
+        return fn.packed_skew(self.skew[block].float(), self.skew_index)  # (H, Dh, Dh)
 
     def basis(self, block: int) -> torch.Tensor:
         """P (H, Dh, Dh) float32 of block ``block``, orthogonal."""

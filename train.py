@@ -3,7 +3,13 @@
 See configs/train.yaml for every option, ``python train.py --help`` for a
 summary and README.md for the recipes. The config is checked before anything
 is written (vitpos/validate.py, once per run); a bad option or input prints one line
-``error: <option>: <what> (<fix>)`` and exits with code 2.
+``error: <option>: <what> (<fix>)`` and exits with code 2. :func:`main` is the
+command: ``main(["data=shapes"])`` runs ``python train.py data=shapes`` in process.
+
+Compositions of the config per command: the precheck composes it once, so that a bad
+override is one line (:func:`precheck`; a failure is worded from that same composition);
+a command that gets past it is handed to Hydra's own main, which composes it again (twice:
+once to read ``hydra.mode``, once to run).
 """
 
 import sys
@@ -13,6 +19,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
+HELP_WORDS = ("--help", "-h")
+SWEEP_WORDS = ("-m", "--multirun")
 
 
 def encoding_help() -> str:
@@ -20,7 +28,7 @@ def encoding_help() -> str:
 
     Hydra resolves its own config, help text included, on every call: build the
     list (it imports torch) only when help was asked for."""
-    if not {"--help", "-h"} & set(sys.argv[1:]):
+    if not set(HELP_WORDS) & set(sys.argv[1:]):
         return ""
     import re
     import textwrap
@@ -51,21 +59,29 @@ def precheck(argv: list[str]) -> None:
     unknown group option) is one line here instead of Hydra's multi-line report."""
     if any(a.startswith("-") for a in argv):  # --help, -m sweeps, --cfg: Hydra's own business
         return
-    from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     from vitpos.cli import override_error
 
-    overrides = [a for a in argv if not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     try:
-        with initialize_config_dir(str(CONFIGS), version_base="1.3"):
-            compose("train", overrides=overrides)
+        compose_config(argv)
     except HydraException as err:
-        report(override_error(err, CONFIGS, overrides))
+        report(override_error(err, CONFIGS))
 
 
-@hydra.main(version_base="1.3", config_path="configs", config_name="train")
-def main(cfg: DictConfig) -> float:
+def compose_config(argv: list[str]) -> DictConfig:
+    """The config ``python train.py ARGV`` runs, composed with Hydra's compose API (Hydra's
+    own ``hydra.*`` overrides left out: they configure Hydra, not the run)."""
+    from hydra import compose, initialize_config_dir
+
+    overrides = [a for a in argv if not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        return compose("train", overrides=overrides)
+
+
+@hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name="train")  # absolute: also when imported
+def run(cfg: DictConfig) -> float:
+    """One job of Hydra's: check the composed ``cfg``, train it; in a sweep, record how it ended."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -104,15 +120,33 @@ def main(cfg: DictConfig) -> float:
     return metrics.get("val/acc_best", metrics.get("test/acc", float("nan")))
 
 
-if __name__ == "__main__":
-    precheck(sys.argv[1:])
-    single = not {"-m", "--multirun"} & set(sys.argv[1:])
-    if single and not any(a.startswith("hydra.output_subdir=") for a in sys.argv[1:]):  # nothing outside run folder
-        # beside the other overrides (argparse refuses overrides on both sides of a flag like `--cfg job`)
-        first = next((i for i, a in enumerate(sys.argv) if i and "=" in a and not a.startswith("-")), len(sys.argv))
-        sys.argv.insert(first, "hydra.output_subdir=null")
-    main()
+def hydra_words(argv: list[str]) -> list[str]:
+    """``argv`` as handed to Hydra: a single run writes nothing outside its run folder
+    (``hydra.output_subdir=null``), placed beside the other overrides (argparse refuses
+    overrides on both sides of a flag like ``--cfg job``)."""
+    single = not set(SWEEP_WORDS) & set(argv)
+    if not single or any(a.startswith("hydra.output_subdir=") for a in argv):
+        return list(argv)
+    first = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), len(argv))
+    return [*argv[:first], "hydra.output_subdir=null", *argv[first:]]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python train.py ARGV`` (default: this process's arguments): the precheck, then Hydra's main.
+    Exits 2 for a bad option or input, 1 when a job of a sweep failed (the sweep's summary lists them)."""
+    saved, prog = sys.argv, sys.argv[0] if argv is None else __file__  # in process: not the caller's name
+    argv = sys.argv[1:] if argv is None else list(argv)
+    precheck(argv)
+    sys.argv = [prog, *hydra_words(argv)]  # Hydra's main reads its words here
+    try:
+        run()
+    finally:
+        sys.argv = saved
     from vitpos.run.sweep import sweep_failed
 
     if sweep_failed():  # every job ran; the summary above lists the failed ones
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

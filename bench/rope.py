@@ -6,7 +6,7 @@ q and k (which require grad) and back-propagates a fixed random cotangent.
 Peers: rotary-embedding-torch (``rotate_queries_or_keys`` / axial
 ``apply_rotary_emb`` with precomputed freqs), timm's ``RotaryEmbeddingCat`` +
 ``apply_rot_embed_cat`` (EVA's helpers, table precomputed), and the textbook
-rotate-half (``functional.rotate_half_reference``) under ``torch.compile``;
+rotate-half (``tests/encoding_references.rotate_half_reference``, the suite's reference) under ``torch.compile``;
 vitpos's half layout also runs compiled (inductor fuses its real-arithmetic form).
 Ratios are against the fastest peer (> 1: vitpos is faster).
 """
@@ -17,6 +17,7 @@ import torch
 from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
 from timm.layers.pos_embed_sincos import RotaryEmbeddingCat, apply_rot_embed_cat
 
+from tests.encoding_references import rotate_half_reference
 from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.encodings import functional as fn
 
@@ -42,7 +43,7 @@ def contenders_1d(b, h, n, dh):
     lucid = RotaryEmbedding(dim=dh, cache_if_possible=True)
     angles = torch.outer(torch.arange(n, dtype=torch.float32), fn.rope_inv_freq(dh // 2, 10000.0))  # (N, Dh/2)
     cos, sin = angles.cos(), angles.sin()
-    half = torch.compile(fn.rotate_half_reference, fullgraph=True, dynamic=False)
+    half = torch.compile(rotate_half_reference, fullgraph=True, dynamic=False)
     return {
         "rotary-embedding-torch": lambda q, k: (lucid.rotate_queries_or_keys(q), lucid.rotate_queries_or_keys(k)),
         "compiled rotate-half": lambda q, k: (half(q, cos, sin), half(k, cos, sin)),

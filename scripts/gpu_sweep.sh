@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU comparison in one command (issue 21): every image encoding trained side by side on one GPU
+# The GPU comparison in one command: every image encoding trained side by side on one GPU
 # (experiment=compare_cifar_gpu), then the report of whatever finished.
 #   bash scripts/gpu_sweep.sh                  # one seed, all encodings, ~10 minutes on an H100/H200-class GPU (estimate)
 #   bash scripts/gpu_sweep.sh seed=1           # any override goes to train.py (trainer.max_epochs=200, ...)

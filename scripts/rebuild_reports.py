@@ -6,7 +6,7 @@
 
 THIS REWRITES TRACKED FILES in docs/results/<name>/ (report.md, report.csv, runs.csv and the
 plots), then the tables that README.md and docs/*.md quote from the reports (the blocks between
-"<!-- generated: ... -->" markers, vitpos/compare/doc_tables.py). It is the only command that
+"<!-- generated: ... -->" markers, scripts/doc_pages.py). It is the only command that
 writes into docs/: the commands in the README and the docs write their reports under runs/. The
 runs come from docs/results/<name>/runs/ (a snapshot written by scripts/snapshot_runs.py) or from
 the folder given. Review `git diff docs/results README.md docs` afterwards.
@@ -17,8 +17,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from vitpos.compare import compare
-from vitpos.compare.doc_tables import PAGES, RESULTS, ROOT, refresh_page
+if not __package__:  # run as `python scripts/rebuild_reports.py`: import its siblings as `scripts.*`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts.doc_pages import PAGES, RESULTS, ROOT, refresh_page  # noqa: E402
+from vitpos.compare import compare  # noqa: E402
 
 
 def rebuild(name: str, source: Path) -> None:

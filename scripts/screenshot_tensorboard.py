@@ -1,4 +1,4 @@
-"""Screenshots of TensorBoard's SCALARS and HPARAMS views, for the README (issue 13).
+"""Screenshots of TensorBoard's SCALARS and HPARAMS views, for the README.
 
     python scripts/screenshot_tensorboard.py train=true                     # short real run, then screenshots
     python scripts/screenshot_tensorboard.py logdir=runs/compare_cifar_quick  # screenshots of existing runs

@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 
 import torch
-from conftest import CONFIGS
-from hydra import compose, initialize_config_dir
+from conftest import compose_train
 from omegaconf import OmegaConf
 
 IMAGE = ["data=shapes", "data.num_train=64", "data.num_test=32", "data.val_size=32", "data.eval_batch_size=16",
@@ -21,8 +20,7 @@ def make_checkpoint(path: Path, *overrides: str) -> Path:
     """``path/checkpoints/last.ckpt`` of an untrained model of the composed config."""
     from vitpos.tasks import build
 
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose("train", overrides=list(overrides))
+    cfg = compose_train(*overrides)
     torch.manual_seed(0)
     module, _ = build(cfg)
     ckpt = path / "checkpoints" / "last.ckpt"

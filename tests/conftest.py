@@ -3,15 +3,23 @@ from pathlib import Path
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # workers run side by side (pyproject addopts: -n auto): cores / workers torch threads each, set before
-    # torch starts OpenMP and inherited by the train.py subprocesses; two workers with every core each
+    # torch starts OpenMP and inherited by the subprocesses of the tests; two workers with every core each
     # oversubscribe OpenMP and crawl
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     os.environ["OMP_NUM_THREADS"] = str(max(_cores // _workers, 1))
 
+import contextlib  # noqa: E402
+import importlib  # noqa: E402
+import importlib.util  # noqa: E402
+import io  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
-import warm_python  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
 
 from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.models import VisionTransformer
@@ -51,6 +59,77 @@ def make_encoding(name, grid=(4, 4), dim=32, heads=2, depth=2, prefix=0, **optio
     return create_encoding(name, EncodingContext(dim, heads, depth, grid, prefix), **options)
 
 
+def compose_train(*overrides: str):
+    """``configs/train.yaml`` composed with ``overrides``, as ``python train.py OVERRIDES`` composes it."""
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+_TRAIN_PY = []  # the train.py module, loaded once per test process
+
+
+def train_py():
+    """``train.py`` (the file at the root, the command a user runs) loaded as a module: its
+    ``main(argv)`` runs ``python train.py ARGV`` in this process."""
+    if not _TRAIN_PY:
+        spec = importlib.util.spec_from_file_location("train", ROOT / "train.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _TRAIN_PY.append(module)
+    return _TRAIN_PY[0]
+
+
+def exit_status(command: Callable[[], object]) -> int:
+    """The exit status ``command()`` gives its process: 0 when it returns, else the code of its
+    ``SystemExit`` (``None`` 0, an int itself, anything else printed and 1, as the interpreter does)."""
+    try:
+        command()
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        print(stop.code, file=sys.stderr)
+        return 1
+    return 0
+
+
+def command_main(prog: str) -> Callable[[list[str]], object]:
+    """What ``python PROG ARGV`` runs, as a function of ARGV: ``train.py``'s ``main``, or for a
+    module (``vitpos.viz``, ``bench.run``) the ``main`` of the module ``python -m`` runs (a
+    package's ``__main__``) under :func:`vitpos.cli.run_main`, as its ``__main__`` block does."""
+    from vitpos.cli import run_main
+
+    if prog == "train.py":
+        return train_py().main
+    module = importlib.import_module(prog)
+    if hasattr(module, "__path__"):  # a package: python -m runs its __main__
+        module = importlib.import_module(f"{prog}.__main__")
+    return lambda argv: run_main(module.main, argv)
+
+
+@dataclass
+class Ran:
+    """How a command ended: its exit status and what it printed."""
+
+    code: int
+    out: str
+    err: str
+
+
+def run_command(prog: str, *argv: str, cwd: Path | None = None) -> Ran:
+    """``python PROG ARGV`` run in this process from the folder ``cwd``, its stdout and stderr
+    captured (what the ``vitpos`` logger and ``print`` write; Lightning's own lines are not)."""
+    main = command_main(prog)
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    try:
+        os.chdir(cwd or here)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = exit_status(lambda: main(list(argv)))
+    finally:
+        os.chdir(here)
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
 def cifar_root() -> Path | None:
     """The unpacked shared CIFAR-10 copy, or None (tests then skip, saying why;
     with VITPOS_REQUIRE_DATA=1, as in CI, they fail instead)."""
@@ -71,6 +150,14 @@ def require_cifar() -> Path:
     return root
 
 
+def pytest_collection_modifyitems(config, items):
+    """Files holding a test marked ``long`` go first, the others keep their order: a test of minutes
+    that starts last would keep its worker busy long after the other has finished (pytest-xdist sends
+    whole files, in this order: pyproject addopts)."""
+    long_files = {item.path for item in items if item.get_closest_marker("long")}
+    items.sort(key=lambda item: item.path not in long_files)  # stable: each file's tests stay together, in order
+
+
 def pytest_sessionstart(session):
     """Unpack the shared CIFAR-10 copy into data/ once, when it sits beside the repo (in the
     controller process: it runs before pytest-xdist starts the workers, which must not race it)."""
@@ -85,52 +172,3 @@ def pytest_sessionstart(session):
         import subprocess
 
         subprocess.run(["bash", str(script), str(ROOT / "data")], check=True, stdout=subprocess.DEVNULL)
-
-
-#: the slowest test files, longest first (worker-seconds on 2 cores before the warm interpreter of
-#: tests/warm_python.py: readme ~514, learning ~210, sequence_model ~155, bad_input ~125,
-#: native_resolution ~110, resume ~65, train ~55, ddp ~30, cli_help ~30; the warm interpreter takes
-#: most of the imports out of readme, bad_input and cli_help), started before the rest so
-#: pytest-xdist's two workers (one file each at a time, ``--dist loadfile``) finish together instead
-#: of one long file starting last. ``--no-loadscope-reorder`` (pyproject addopts) keeps this order:
-#: by default xdist sends the files with the most tests first.
-LONG_FILES = (
-    "test_readme.py",
-    "test_learning.py",
-    "test_sequence_model.py",
-    "test_native_resolution.py",
-    "test_resume.py",
-    "test_train.py",
-    "test_bad_input.py",
-    "test_ddp.py",
-    "test_cli_help.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    def rank(item) -> int:
-        name = item.path.name
-        return LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
-
-    items.sort(key=rank)  # stable: every file's tests stay together and in their order
-
-
-_WARM_ENV: dict[str, str] = {}  # filled by the warm_env fixture, read by warm_environment()
-
-
-@pytest.fixture(scope="session")
-def warm_env():
-    """An environment in which ``python`` (on PATH) runs each command in a fresh child of one warm
-    interpreter that imported torch, Lightning and timm once (tests/warm_python.py): about 6
-    CPU-seconds saved per command. One server per test process, stopped at its end;
-    ``VITPOS_COLD_PYTHON=1``: a fresh interpreter per command."""
-    with warm_python.started(dict(os.environ)) as env:
-        _WARM_ENV.update(env)
-        yield env
-
-
-def warm_environment(**extra: str) -> dict[str, str]:
-    """The ``warm_env`` environment with ``extra`` set, for helpers that run commands in a test
-    module marked ``pytestmark = pytest.mark.usefixtures("warm_env")``."""
-    assert _WARM_ENV, "the test module needs pytestmark = pytest.mark.usefixtures('warm_env')"
-    return {**_WARM_ENV, **extra}

@@ -1,17 +1,26 @@
-"""docs/architecture.md names every module of the package, and only modules that exist (issue 18).
+"""docs/architecture.md names every module of the package, and only modules that exist, and
+its table of allowed imports holds every import between the package's parts.
 
 A module is every ``.py`` file below ``vitpos/`` on disk, ``__init__.py`` and
 ``__main__.py`` included (a package's ``__init__`` holds its public API or its
 command's help, so it has a job too). The page names each one in path form,
 ``vitpos/run/folder.py``, in its table of modules; a module added without a
 line there, or a line left behind by a module that moved, fails here.
+
+A part is a top-level module or subpackage of ``vitpos`` (``vitpos.train``,
+``vitpos.compare``, ...): every import in its files, at module level or inside a
+function, of another part is an edge, and an edge the page's table does not
+allow fails here with the file and line of the import.
 """
 
 import re
 from pathlib import Path
 
+from test_imports import find_cycle, import_lines, modules
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "architecture.md"
+EDGES_HEADING = "## Who may import whom"
 # a path that starts at vitpos/ (not the tail of another path) and ends in .py
 NAMED = re.compile(r"(?<![\w/.])vitpos/(?:\w+/)*\w+\.py\b")
 
@@ -64,7 +73,58 @@ def test_the_path_of_a_run_names_the_owner_of_each_step():
     assert positions == sorted(positions), "the drawing's steps are out of the order of a run"
 
 
-def test_the_pattern_finds_paths_and_only_paths():
-    text = "`vitpos/run/folder.py`, vitpos/train.py; not tests/vitpos/x.py, nor vitpos/encodings/<family>.py"
-    assert modules_named(text) == {"vitpos/run/folder.py", "vitpos/train.py"}
-    assert table_rows("| `vitpos/a/b.py` | its job |\n| `vitpos/c.py` |  |\n") == {"vitpos/a/b.py"}
+def part(module: str) -> str:
+    """The top-level part of a module name: ``vitpos.run.folder`` -> ``vitpos.run``, ``vitpos`` -> ``vitpos``."""
+    return ".".join(module.split(".")[:2])
+
+
+def allowed_imports(text: str) -> dict[str, set[str]]:
+    """{part: the parts it may import} from the table under :data:`EDGES_HEADING`: rows
+    ``| `vitpos.x` | `vitpos.y`, `vitpos.z` |`` (a cell without names: it imports no other part)."""
+    section = text.split(EDGES_HEADING, 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(vitpos(?:\.\w+)?)` \|([^|\n]*)\|", section, flags=re.M)
+    return {name: set(re.findall(r"`(vitpos(?:\.\w+)?)`", cell)) for name, cell in rows}
+
+
+def parts_on_disk() -> set[str]:
+    return {part(name) for name in modules()}
+
+
+def imports_between_parts() -> list[tuple[str, str, str]]:
+    """(importing part, imported part, ``file:line``) of every import of one part by another."""
+    known = modules()
+    found = []
+    for name, path in known.items():
+        for target, line in import_lines(name, path, known):
+            if part(target) != part(name):
+                found.append((part(name), part(target), f"{path.relative_to(ROOT).as_posix()}:{line}"))
+    return found
+
+
+def test_every_import_between_parts_is_an_edge_the_page_allows():
+    allowed = allowed_imports(PAGE.read_text())
+    found = imports_between_parts()
+    assert len(found) > 50 and {"vitpos.models", "vitpos.train"} <= {src for src, _, _ in found}  # the walk worked
+    bad = sorted({f"{where}: {src} imports {dst}" for src, dst, where in found if dst not in allowed.get(src, set())})
+    assert not bad, (
+        f"imports that the table under '{EDGES_HEADING}' in {PAGE.relative_to(ROOT)} does not allow "
+        "(move the code down a layer, or add the edge there if it points one way):\n" + "\n".join(bad)
+    )
+
+
+def test_the_import_table_has_a_row_for_every_part_and_only_for_parts():
+    allowed = allowed_imports(PAGE.read_text())
+    on_disk = parts_on_disk()
+    named = set(allowed) | {dst for targets in allowed.values() for dst in targets}
+    assert set(allowed) == on_disk, (
+        f"{PAGE.relative_to(ROOT)}, '{EDGES_HEADING}': parts without a row: {sorted(on_disk - set(allowed))}; "
+        f"rows of parts not on disk: {sorted(set(allowed) - on_disk)}"
+    )
+    assert named <= on_disk, f"the table allows imports of parts not on disk: {sorted(named - on_disk)}"
+    assert not allowed["vitpos.encodings"], "vitpos/encodings/ imports torch and itself only"
+
+
+def test_the_allowed_imports_point_one_way():
+    """Arrows point one way: the table itself has no cycle (so neither have the imports it allows)."""
+    cycle = find_cycle(allowed_imports(PAGE.read_text()))
+    assert cycle is None, "the table of allowed imports has a cycle: " + " -> ".join(cycle)

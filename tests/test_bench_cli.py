@@ -1,4 +1,4 @@
-"""The benchmark command's key=value options (issue 18): parts as leading words, the row filters
+"""The benchmark command's key=value options: parts as leading words, the row filters
 (``shapes=``, ``encodings=``) refusing unknown names with the valid ones before any model is built;
 the README's ``bench.run`` replays run the tables themselves."""
 

@@ -1,36 +1,29 @@
-"""Help pages, the one key=value convention of every tool (issue 18) and the console of a real run,
-through the command line (issue 13)."""
+"""Help pages, the one key=value convention of every tool and the console of a real run.
+
+The help pages and the errors run each command's ``main(argv)`` in process (the text is the point);
+the console test runs a real ``python train.py``: what a terminal shows (the warnings Python prints
+once per process, Lightning's own log lines, the progress bar) is the point there.
+"""
 
 import dataclasses
+import os
 import re
 import subprocess
+import sys
 import typing
-from pathlib import Path
 
 import pytest
-from conftest import warm_environment
+from conftest import ROOT, run_command
 
 from vitpos.cli import expand_paths, option, parse_options
 from vitpos.encodings import list_encodings
 from vitpos.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-pytestmark = pytest.mark.usefixtures("warm_env")  # every command: a fresh child of the warm interpreter
-
-
-def run(args, cwd, merged=False):
-    """``python ARGS``: the command's result; ``merged``: stderr into stdout, unbuffered, in the order printed."""
-    env = warm_environment(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if merged else {"capture_output": True}
-    return subprocess.run(["python", *args], cwd=cwd, env=env, text=True, timeout=900, **streams)
-
 
 def test_train_help_lists_encodings_by_kind(tmp_path):
-    proc = run([str(ROOT / "train.py"), "--help"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    text = proc.stdout
+    ran = run_command("train.py", "--help", cwd=tmp_path)
+    assert ran.code == 0, ran.err
+    text = ran.out
     images, sequences = text.split("images (2D grids):")[1].split("sequences (1D):")
     listed = lambda part: {m for m in re.findall(r"^    (\w+) ", part, re.M)}  # noqa: E731
     assert listed(images) == set(list_encodings(2))
@@ -47,9 +40,9 @@ TOOLS = ["vitpos.compare", "vitpos.extrapolate", "vitpos.viz", "bench.run"]
 def test_tool_help_follows_one_layout(tool, tmp_path):
     """Every tool's --help: a usage line, a plain-text description, then one line per key=value
     option with its default; no RST markup, no argparse --options, only current run paths."""
-    proc = run(["-m", tool, "--help"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    text = proc.stdout
+    ran = run_command(tool, "--help", cwd=tmp_path)
+    assert ran.code == 0, ran.err
+    text = ran.out
     assert text.startswith(f"usage: python -m {tool} ") and "[key=value ...]" in text.splitlines()[0], text
     options = text.split("\nOptions (key=value, as for train.py; lists as [a,b]):\n")[1].splitlines()
     assert options[-1].split() == ["-h,", "--help", "show", "this", "help", "and", "exit"]
@@ -65,10 +58,10 @@ def test_tool_help_follows_one_layout(tool, tmp_path):
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_the_same_bad_override_gives_the_same_error_everywhere(tool, tmp_path):
-    proc = run(["-m", tool, "nosuch=1"], tmp_path)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stdout + proc.stderr
-    (line,) = proc.stderr.splitlines()
+    ran = run_command(tool, "nosuch=1", cwd=tmp_path)
+    assert ran.code == 2, ran.out + ran.err
+    assert "Traceback" not in ran.out + ran.err
+    (line,) = ran.err.splitlines()
     assert re.fullmatch(r"error: nosuch: unknown option \(valid: \w+(, [\w.<>]+)+\)", line), line
     assert list(tmp_path.iterdir()) == []
 
@@ -85,7 +78,7 @@ def test_every_tool_suggests_the_close_key():
             main([typo])
 
 
-# ------------------------------------------------------------ the shared parser, in process
+# ------------------------------------------------------------ the shared parser
 @dataclasses.dataclass
 class Opts:
     """A tool's options."""
@@ -164,10 +157,12 @@ def test_expand_paths(tmp_path):
 def test_quiet_console_and_next_commands(tmp_path):
     """Fewer than 10 lines before the first progress bar, no Hydra outputs/
     folder, the run's name in the bar, the commands to look next at the end;
-    the same command again finds the same folder."""
-    args = [str(ROOT / "train.py"), "data=shapes", "model=vit_micro", "trainer.max_epochs=1", "data.num_train=256"]
-    args += ["data.val_size=64", "data.num_test=64", "eval.resolutions=[32]", f"run.root={tmp_path / 'runs'}"]
-    proc = run(args, tmp_path, merged=True)
+    the same command again (in process) finds the same folder."""
+    args = ["data=shapes", "model=vit_micro", "trainer.max_epochs=1", "data.num_train=256", "data.val_size=64"]
+    args += ["data.num_test=64", "eval.resolutions=[32]", f"run.root={tmp_path / 'runs'}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}  # stderr and stdout in the order printed
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stdout
     lines = proc.stdout.splitlines()
     first_bar = next(i for i, line in enumerate(lines) if line.startswith("Epoch 0"))
@@ -178,5 +173,5 @@ def test_quiet_console_and_next_commands(tmp_path):
     folder = re.search(r"run folder: (\S+)", proc.stdout).group(1)
     for command in ("tensorboard --logdir", "vitpos.compare runs=", "vitpos.extrapolate ckpt=", "vitpos.viz ckpt="):
         assert command in proc.stdout
-    again = run(args, tmp_path, merged=True)
-    assert again.returncode == 0 and f"run folder: {folder}" in again.stdout
+    again = run_command("train.py", *args, cwd=tmp_path)
+    assert again.code == 0 and f"run folder: {folder}" in again.err and "nothing trained" in again.out, again

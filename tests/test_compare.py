@@ -61,11 +61,11 @@ def report(runs):
 
 
 def group(report, label):
-    return report.set_index("label").loc[label]
+    return report.groups.set_index("label").loc[label]
 
 
 def test_means_and_stds_match_what_was_logged(report):
-    assert set(report["label"]) == {"sincos_2d", "rope_2d", "cpe"}  # learned_1d is incomplete
+    assert set(report.groups["label"]) == {"sincos_2d", "rope_2d", "cpe"}  # learned_1d is incomplete
     for label in ("sincos_2d", "rope_2d"):
         g = group(report, label)
         assert g["seeds"] == 2
@@ -96,7 +96,7 @@ def rows_of(md, title):
 
 def test_markdown_in_percent_with_seed_counts(report, runs):
     md = (runs / "out" / "report.md").read_text()
-    assert md == report.attrs["report"]
+    assert md == report.report
     header, rows = rows_of(md, "## cifar10")
     assert header.split("|")[1:-1] == [" label ", " params ", " val/acc (best) ", " test/acc "]
     assert "79.0 ± 1.4 (2)" in rows["`rope_2d`"]  # test/acc: mean 0.79, std sqrt(2e-4) = 0.0141
@@ -107,18 +107,18 @@ def test_markdown_in_percent_with_seed_counts(report, runs):
 
 
 def test_flip_tta_sits_beside_the_plain_score_when_logged(tmp_path):
-    """Issue 21: flip test-time augmentation is reported beside test/acc, never instead of it."""
+    """Flip test-time augmentation is reported beside test/acc, never instead of it."""
     for seed, (plain, flipped) in enumerate([(0.60, 0.62), (0.64, 0.65)]):
         final = {"test/acc": plain, "test/acc_flip": flipped}
         write_run(tmp_path / "cifar10" / "cpe" / f"seed{seed}", [0.5, 0.6, 0.6], final)
-    md = compare(tmp_path, tmp_path / "out").attrs["report"]
+    md = compare(tmp_path, tmp_path / "out").report
     header, rows = rows_of(md, "## cifar10")
     assert header.split("|")[1:-1] == [" label ", " val/acc (best) ", " test/acc ", " test/acc (flip TTA) "]
     assert rows["`cpe`"].split("|")[3:5] == [" 62.0 ± 2.8 (2) ", " 63.5 ± 2.1 (2) "]
 
 
 def test_one_resolution_table_per_strategy(report, runs):
-    md = report.attrs["report"]
+    md = report.report
     header, rows = rows_of(md, "#### test/acc vs resolution (pixels): each encoding's default strategy")
     assert header.split("|")[1:-1] == [" label ", " 48 ", " 64 "]
     assert rows["`rope_2d`"].split("|")[2:4] == [" 74.0 ± 1.4 (2) ", " 62.0 ± 2.8 (2) "]
@@ -136,7 +136,7 @@ def test_outputs_written(report, runs):
     assert not (out / "acc_vs_length.png").exists()
     csv = (out / "report.csv").read_text().splitlines()
     assert len(csv) == 1 + 3 and "test/acc_mean" in csv[0]
-    runs_table = report.attrs["runs"]
+    runs_table = report.runs
     assert len(runs_table) == 6 and runs_table["complete"].sum() == 5
     assert len((out / "runs.csv").read_text().splitlines()) == 1 + 6
 
@@ -186,7 +186,8 @@ def test_new_layout_at_any_depth_separates_models_and_budgets(tmp_path):
     write_run(base / "vit_tiny" / "rope_2d-bbbbbb" / "seed0", [0.5], {"test/acc": 0.9}, 1, {"cfg": cfg("vit_tiny")})
     write_run(base / "vit_micro" / "rope_2d-cccccc" / "seed0", [0.5], {"test/acc": 0.2}, 1,
               {"cfg": cfg("vit_micro", 64)})  # fmt: skip
-    groups = compare(tmp_path / "runs", tmp_path / "report")
+    result = compare(tmp_path / "runs", tmp_path / "report")
+    groups = result.groups
     got = {(g["model"], g["budget"], g["label"]): (g["seeds"], round(g["test/acc_mean"], 4))
            for _, g in groups.iterrows()}  # fmt: skip
     assert got == {
@@ -194,14 +195,21 @@ def test_new_layout_at_any_depth_separates_models_and_budgets(tmp_path):
         ("vit_tiny", "shapes, 512 train × 2 epochs", "rope_2d-bbbbbb"): (1, 0.9),
         ("vit_micro", "shapes, 64 train × 2 epochs", "rope_2d-cccccc"): (1, 0.2),
     }
-    md = groups.attrs["report"]
+    # the protocol as columns of both tables, for code that selects on it; the CSVs keep their layout
+    assert {(r["label"], r["train_images"], r["epochs"]) for _, r in groups.iterrows()} == {
+        ("rope_2d-aaaaaa", 512, 2), ("rope_2d-bbbbbb", 512, 2), ("rope_2d-cccccc", 64, 2)}  # fmt: skip
+    assert list(result.runs["train_images"]).count(512) == 3
+    for name in ("report.csv", "runs.csv"):
+        header = (tmp_path / "report" / name).read_text().splitlines()[0].split(",")
+        assert "budget" in header and "epochs" not in header and "train_images" not in header
+    md = result.report
     for title in ("## shapes · model `vit_micro` · shapes, 512 train × 2 epochs",
                   "## shapes · model `vit_tiny` · shapes, 512 train × 2 epochs",
                   "## shapes · model `vit_micro` · shapes, 64 train × 2 epochs"):  # fmt: skip
         header, rows = rows_of(md, title)
         assert list(rows) == ["`rope_2d`"]  # the config hash is dropped where the label stays unique
     # the same runs seen from the group's folder: same groups
-    again = compare(base, tmp_path / "report2")
+    again = compare(base, tmp_path / "report2").groups
     assert sorted(again["label"]) == sorted(groups["label"]) and set(again["task"]) == {"shapes"}
 
 
@@ -214,17 +222,18 @@ def test_diverged_runs_are_listed_as_diverged_and_left_out_of_the_means(tmp_path
         json.dumps({"status": "diverged", "reason": "non-finite loss at step 3: lower optim.lr", "metrics": {}})
     )
     (base / "sincos_2d-cccccc" / "seed0").mkdir(parents=True)  # killed before anything was logged
-    groups = compare(tmp_path, tmp_path / "report")
+    result = compare(tmp_path, tmp_path / "report")
+    groups = result.groups
     g = groups.set_index("label").loc["rope_2d-aaaaaa"]
     assert (g["seeds"], g["test/acc_mean"]) == (1, pytest.approx(0.6))  # the NaN seed is not averaged in
-    status = dict(zip(groups.attrs["runs"]["path"], groups.attrs["runs"]["status"]))
+    status = dict(zip(result.runs["path"], result.runs["status"]))
     assert status == {
         "shapes/vit_micro/rope_2d-aaaaaa/seed0": "complete",
         "shapes/vit_micro/rope_2d-aaaaaa/seed1": "diverged",
         "shapes/vit_micro/alibi-bbbbbb/seed0": "diverged",
         "shapes/vit_micro/sincos_2d-cccccc/seed0": "failed",
     }
-    md = groups.attrs["report"]
+    md = result.report
     assert "`shapes/vit_micro/rope_2d-aaaaaa/seed1`: **diverged**: diverged: train/loss non-finite from step 199" in md
     assert "**diverged**: diverged: non-finite loss at step 3: lower optim.lr" in md
 
@@ -241,11 +250,11 @@ def test_multirun_jobs_failed_before_their_run_folder_are_listed(tmp_path):
         (sweep / str(n) / ".hydra").mkdir(parents=True)
         (sweep / str(n) / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
         (sweep / str(n) / "train.log").write_text(log)
-    groups = compare(tmp_path / "runs", tmp_path / "report", multirun=[tmp_path / "multirun"])
-    failed = {j.path.name: j.error for j in groups.attrs["jobs"] if j.error}
+    result = compare(tmp_path / "runs", tmp_path / "report", multirun=[tmp_path / "multirun"])
+    failed = {j.path.name: j.error for j in result.jobs if j.error}
     assert failed["1"] == "error: encoding: 'alibi' is for sequences; use an image encoding"
     assert "0" in failed  # no config to locate its run folder and no error logged: not taken as a success
-    md = groups.attrs["report"]
+    md = result.report
     assert "2 jobs, 2 failed:" in md and "(`encoding=alibi`): error: encoding: 'alibi' is for sequences" in md
 
 
@@ -271,12 +280,13 @@ def test_multirun_folder_as_runs_dir_reports_its_jobs_runs(tmp_path):
         if n == 0:
             OmegaConf.update(cfg, "run.model", "vit_micro", force_add=True)
             write_run(run_dir(cfg), [0.5], {"test/acc": 0.55}, 1)
-    groups = compare(tmp_path / "multirun", tmp_path / "report")
-    jobs = {j.path.name: j for j in groups.attrs["jobs"]}
+    result = compare(tmp_path / "multirun", tmp_path / "report")
+    groups = result.groups
+    jobs = {j.path.name: j for j in result.jobs}
     assert jobs["0"].error is None and jobs["0"].run is not None
     assert "encoding.strategy" in jobs["1"].error and "bogus" in jobs["1"].error and jobs["1"].run is None
     assert list(groups["test/acc_mean"]) == [pytest.approx(0.55)]  # the job's run, found through its config
-    assert "1 sweep jobs failed before their run folder existed" in groups.attrs["report"]
+    assert "1 sweep jobs failed before their run folder existed" in result.report
 
 
 def test_stray_event_files_higher_up_are_a_run_and_hide_nothing(tmp_path):
@@ -285,8 +295,8 @@ def test_stray_event_files_higher_up_are_a_run_and_hide_nothing(tmp_path):
     write_run(tmp_path / "shapes" / "rope_2d" / "seed0" / "version_1", [0.6], None, 1)  # belongs to seed0
     with SummaryWriter(str(tmp_path / "shapes")) as w:
         w.add_scalar("val/acc", 0.3, 0)
-    groups = compare(tmp_path, tmp_path / "report")
-    runs = groups.attrs["runs"].set_index("path")
+    result = compare(tmp_path, tmp_path / "report")
+    runs = result.runs.set_index("path")
     assert sorted(runs.index) == ["shapes", "shapes/rope_2d/seed0"]
     assert runs.loc["shapes", "status"] == "incomplete"  # its own val/acc only, not the run below
     assert runs.loc["shapes/rope_2d/seed0", "status"] == "complete"
@@ -295,12 +305,24 @@ def test_stray_event_files_higher_up_are_a_run_and_hide_nothing(tmp_path):
 
 def test_the_budget_names_the_resolution_protocol_and_a_progressive_schedule():
     """Runs that train differently never share a budget (a report section): the train size against
-    the native one, sizes per batch (random) against progressive runs of epochs, and their split."""
-    from vitpos.compare.read import budget_of
+    the native one, sizes per batch (random) against progressive runs of epochs, and their split.
+    The sentence is made from the protocol's columns, which survive a CSV round trip unchanged."""
+    from vitpos.compare.protocol import Protocol
 
     def budget(**data):
-        return budget_of({"data": {"name": "cifar10", "native_size": 32, "img_size": 32, **data},
-                          "trainer": {"max_epochs": 12}})  # fmt: skip
+        cfg = {"data": {"name": "cifar10", "native_size": 32, "img_size": 32, **data},
+               "trainer": {"max_epochs": 12, "precision": "bf16-mixed"}}  # fmt: skip
+        protocol = Protocol.of_config(cfg)
+        as_csv = {k: "" if v is None else str(v) for k, v in protocol.columns().items()}
+        assert Protocol.from_columns(protocol.columns()) == Protocol.from_columns(as_csv) == protocol
+        return protocol.budget()
+
+    assert Protocol.of_config(None) is None and Protocol.of_config({}) is None  # no saved config: no protocol
+    assert Protocol.of_config({"data": {"name": "shapes", "num_train": 512}}).budget() == "shapes, 512 train"
+    columns = Protocol.of_config({"data": {"train_sizes": [16, 32], "size_epochs": [3, 1]},
+                                  "trainer": {"max_epochs": 4, "precision": "32"}}).columns()  # fmt: skip
+    assert (columns["train_sizes"], columns["size_epochs"], columns["epochs"], columns["precision"]) == (
+        "16/32", "3/1", 4, "32")  # fmt: skip
 
     sizes = {"train_sizes": [16, 24, 32]}
     assert budget() == "cifar10, full train set × 12 epochs"
@@ -315,8 +337,8 @@ def test_the_budget_names_the_resolution_protocol_and_a_progressive_schedule():
 
 
 def test_each_protocol_gets_its_own_plot_panel_and_upsampled_sizes_are_marked(tmp_path, monkeypatch):
-    """Two budgets of one task (train at 16 px vs 16-32 px) never share axes (issue 20: protocols
-    never mix), lines are named by label alone, and a size above native is marked upsampled."""
+    """Two budgets of one task (train at 16 px vs 16-32 px) never share axes (their numbers are
+    not comparable), lines are named by label alone, and a size above native is marked upsampled."""
     from matplotlib.figure import Figure
 
     from vitpos.compare.plots import plot_extrapolation

@@ -37,7 +37,7 @@ def test_report_matches_the_event_files_and_averages_seeds(tmp_path):
             returned[(name, seed)] = train(cfg)
     # one more run, interrupted before testing: it must be listed, not dropped
     (tmp_path / "shapes" / "cpe" / "seed0").mkdir(parents=True)
-    groups = compare(tmp_path, tmp_path / "report")
+    groups = compare(tmp_path, tmp_path / "report").groups
     groups["name"] = groups["label"].str.replace(r"-[0-9a-f]{6}$", "", regex=True)  # the config hash, if any
     assert set(groups["name"]) == {"rope_2d", "learned_1d"}
     for name in ("rope_2d", "learned_1d"):

@@ -128,7 +128,7 @@ def test_inductor_training_equals_eager(name):
 
 @pytest.mark.parametrize("name", ["learned_2d", "rope_2d_mixed", "lookhere"])  # a resized table, a rotation, a bias
 def test_multi_resolution_training_compiles_one_graph_per_size(name):
-    """data.train_sizes (issue 20): batches of three sizes in turn, twice over, compile exactly three
+    """data.train_sizes (multi-resolution training): batches of three sizes in turn, twice over, compile exactly three
     graphs (one per size, then cache hits), not one per step."""
     dynamo.reset()
     model = small_vit(name).train()

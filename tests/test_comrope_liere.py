@@ -196,10 +196,10 @@ def test_comrope_ld_with_one_hot_theta_is_ap_and_with_theta_one_turns_with_x_plu
     with torch.no_grad():
         ap.freqs.copy_(ld.freqs)
         ld.multiplier.copy_(ap.axis_mask.expand_as(ld.multiplier))
-    torch.testing.assert_close(ld.rotations((4, 4), 1, "cpu"), ap.rotations((4, 4), 1, "cpu"))
+    torch.testing.assert_close(ld.rotation((4, 4), 1, "cpu"), ap.rotation((4, 4), 1, "cpu"))
     with torch.no_grad():
         ld.multiplier.fill_(1.0)
-    rot = ld.rotations((4, 4), 0, "cpu")  # tokens (0, 1) and (1, 0): the same x_0 + x_1
+    rot = ld.rotation((4, 4), 0, "cpu")  # tokens (0, 1) and (1, 0): the same x_0 + x_1
     torch.testing.assert_close(rot[:, 1], rot[:, 4])
     assert (rot[:, 1] - rot[:, 2]).abs().max() > 1e-2
 
@@ -208,7 +208,7 @@ def test_comrope_ld_with_one_hot_theta_is_ap_and_with_theta_one_turns_with_x_plu
 @pytest.mark.parametrize("name,opts", [("comrope", {"variant": "ld"}), ("comrope", {"variant": "ap"}), ("liere", {})])
 def test_rotations_are_orthogonal(name, opts):
     pe = make_encoding(name, grid=(3, 5), prefix=1, **opts)  # the default initializations
-    rot = pe.rotations((3, 5), 1, "cpu")  # (H, T, Dh, Dh)
+    rot = pe.rotation((3, 5), 1, "cpu")  # (H, T, Dh, Dh)
     eye = torch.eye(rot.shape[-1]).expand_as(rot)
     torch.testing.assert_close(rot @ rot.transpose(-1, -2), eye, rtol=0, atol=1e-4)
     assert (rot - eye)[:, 1:].abs().amax() > 0.1  # and not the identity
@@ -251,7 +251,7 @@ def test_bf16_autocast_is_close_to_float32(name, grad):
     rq, rk = pe.rotate_qk(q, k, (3, 5), 0)
     with torch.autocast("cpu", dtype=torch.bfloat16), torch.set_grad_enabled(grad):
         bq, bk = pe.rotate_qk(q.bfloat16(), k.bfloat16(), (3, 5), 0)
-        assert pe.rotations((3, 5), 0, "cpu").dtype == torch.float32
+        assert pe.rotation((3, 5), 0, "cpu").dtype == torch.float32
     assert bq.dtype == bk.dtype == torch.bfloat16
     for low, ref in ((bq, rq), (bk, rk)):
         assert (low.float() - ref).norm() / ref.norm() < 1e-2  # bf16 inputs: ~0.3 % each
@@ -262,8 +262,8 @@ def test_bf16_autocast_is_close_to_float32(name, grad):
 def test_evaluation_caches_rotations_until_a_parameter_changes(name):
     pe = make_encoding(name, grid=(3, 5), prefix=1).eval()
     with torch.no_grad():
-        first = pe.rotations((3, 5), 1, "cpu")
-        assert pe.rotations((3, 5), 1, "cpu") is first  # reused
+        first = pe.rotation((3, 5), 1, "cpu")
+        assert pe.rotation((3, 5), 1, "cpu") is first  # reused
     opt = torch.optim.SGD(pe.parameters(), lr=0.1)
     q, k = qk(pe, (3, 5))
     rq, rk = pe.rotate_qk(q, k, (3, 5), 1)  # with gradients: built afresh, differentiable
@@ -271,9 +271,9 @@ def test_evaluation_caches_rotations_until_a_parameter_changes(name):
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in pe.parameters())
     opt.step()
     with torch.no_grad():
-        after = pe.rotations((3, 5), 1, "cpu")
+        after = pe.rotation((3, 5), 1, "cpu")
     assert after is not first and (after - first).abs().max() > 1e-4
-    torch.testing.assert_close(after, pe.rotations((3, 5), 1, "cpu").detach())
+    torch.testing.assert_close(after, pe.rotation((3, 5), 1, "cpu").detach())
 
 
 @pytest.mark.parametrize(
@@ -295,10 +295,10 @@ def test_bad_options_name_the_option(name, opts, option):
 
 def test_comrope_rotates_the_class_token_at_the_centre_unless_told_not_to():
     centre = make_encoding("comrope", grid=(3, 3), prefix=1)
-    rot = centre.rotations((3, 3), 0, "cpu")
+    rot = centre.rotation((3, 3), 0, "cpu")
     torch.testing.assert_close(rot[:, 0], rot[:, 1 + 4])  # cls at (0.5, 0.5) = the centre patch of a 3 x 3 grid
     plain = make_encoding("comrope", grid=(3, 3), prefix=1, cls_position=None)
-    torch.testing.assert_close(plain.rotations((3, 3), 0, "cpu")[:, 0], torch.eye(16).expand(2, -1, -1))
+    torch.testing.assert_close(plain.rotation((3, 3), 0, "cpu")[:, 0], torch.eye(16).expand(2, -1, -1))
 
 
 @pytest.mark.slow

@@ -40,7 +40,7 @@ def test_shapes_label_is_where_the_red_square_is():
 
 
 def _make_shapes_reference(num, img_size=32, cell=4, seed=0):
-    """make_shapes as it was before it could draw other sizes (issue 20): its training images must not change."""
+    """make_shapes as it was before it could draw other sizes: its training images must not change."""
     g = torch.Generator().manual_seed(seed)
     cells = img_size // cell
     images = torch.randint(0, 110, (num, 3, img_size, img_size), generator=g, dtype=torch.uint8)

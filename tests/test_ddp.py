@@ -1,4 +1,4 @@
-"""DDP on CPU (gloo), through the real command line (issues 10 and 19): two
+"""DDP on CPU (gloo), through the real command line (a real process: DDP starts its own): two
 processes train a tiny shapes run once; its metrics equal a single-process
 evaluation of the same checkpoint. Evaluation is sharded without the padding
 ``DistributedSampler`` adds (201 test images: a padded split would score 202),

@@ -1,26 +1,19 @@
 """The tables the README and the docs quote are generated from the committed reports
-(vitpos/compare/doc_tables.py) and cannot drift from them."""
+(scripts/doc_pages.py, scripts/doc_tables.py) and cannot drift from them; they read the
+training protocol from columns, never from the ``budget`` sentence."""
 
 import csv
+from dataclasses import replace
 
 import pytest
 
-from vitpos.compare.doc_tables import (
-    PAGES,
-    TABLES,
-    blocks,
-    comparison_headline,
-    generate,
-    lever_table,
-    multires_vs_single,
-    native_headline,
-    protocol_of,
-    read_csv,
-    refresh,
-)
+from scripts.doc_pages import PAGES, TABLES, blocks, generate, refresh
+from scripts.doc_tables import comparison_headline, lever_table, multires_vs_single, native_headline
+from scripts.report_rows import RESULTS, read_csv, read_report, training_of
+from vitpos.compare.protocol import Protocol
 
-SINGLE = "cifar10, full train set × 13 epochs, trained at 16 px (native 32)"
-MULTI = "cifar10, full train set × 9 epochs, trained at 16-32 px (native 32)"
+SINGLE = Protocol("cifar10", epochs=13, img_size=16, native_size=32)  # trained at 16 px, tested up to 64
+MULTI = Protocol("cifar10", epochs=9, img_size=32, native_size=32, train_sizes=(16, 24, 32))
 
 
 def test_every_committed_page_quotes_its_report_as_generated():
@@ -35,10 +28,11 @@ def test_every_committed_page_quotes_its_report_as_generated():
     assert quoted == set(TABLES), f"tables no page quotes: {sorted(set(TABLES) - quoted)}"
 
 
-def row(label, budget, **acc):
-    """A report.csv row; ``acc`` maps "32" / "48up" / "32/interpolate" to an accuracy fraction."""
+def row(label, protocol, **acc):
+    """A report.csv row with its protocol columns; ``acc`` maps "32" / "48up" / "32_interpolate"
+    to an accuracy fraction."""
     columns = {f"test/acc@res{key.replace('_', '/')}_mean": str(value) for key, value in acc.items()}
-    return {"label": label, "budget": budget, **columns}
+    return {"label": label, "budget": protocol.budget(), **protocol.columns(), **columns}
 
 
 REPORT = [
@@ -48,18 +42,35 @@ REPORT = [
 ]
 
 
-def test_the_protocol_of_a_budget_names_its_size_schedule():
+def test_the_training_of_a_row_comes_from_its_columns_and_names_its_size_schedule():
     """Two schedules over the same sizes and epochs are told apart wherever a table describes
-    the training (issue 21's progressive split)."""
-    random = protocol_of({"label": "a", "budget": MULTI})
-    split = protocol_of({"label": "b", "budget": MULTI.replace("px (native", "px, progressive 5/3/3 (native")})
-    even = protocol_of({"label": "c", "budget": MULTI.replace("px (native", "px, progressive (native")})
+    the training; a row trained at its native size only has no train size to name."""
+    random = training_of(row("a", MULTI))
+    split = training_of(row("b", replace(MULTI, size_schedule="progressive", size_epochs=(5, 3, 3))))
+    even = training_of(row("c", replace(MULTI, size_schedule="progressive")))
     assert (random.schedule, split.schedule, even.schedule) == ("", "progressive 5/3/3", "progressive")
     assert random.describe() == "16-32 px, 9 epochs"
     assert split.describe() == "16-32 px, 9 epochs, progressive 5/3/3"
     assert split.multi_resolution and split.smallest == 16 and split.native == 32
+    single = training_of(row("d", SINGLE))
+    assert (single.sizes, single.smallest, single.multi_resolution) == ("16", 16, False)
     with pytest.raises(ValueError, match="names no train size"):
-        protocol_of({"label": "d", "budget": "cifar10, full train set × 9 epochs"})
+        training_of(row("e", replace(SINGLE, img_size=32)))
+    # the same columns as a CSV holds them (strings; empty cells for None) say the same
+    as_csv = {k: "" if v is None else str(v) for k, v in row("b", replace(MULTI, size_schedule="progressive",
+                                                                          size_epochs=(5, 3, 3))).items()}  # fmt: skip
+    assert training_of(as_csv) == split
+
+
+def test_a_report_row_takes_the_protocol_of_its_runs_and_refuses_a_row_without_one(tmp_path):
+    """read_report joins each report.csv row with the protocol of its runs in the snapshot."""
+    rows = read_report(RESULTS / "extrapolation_native")
+    assert rows and all(r["native_size"] == 32 and r["epochs"] in (9, 13) for r in rows)
+    assert {training_of(r).multi_resolution for r in rows} == {True, False}
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "report.csv").write_text('task,model,budget,label\ng,m,"cifar10, full train set",none-aaaaaa\n')
+    with pytest.raises(ValueError, match="no run with a saved config .* 'none-aaaaaa'"):
+        read_report(tmp_path)
 
 
 def test_the_headline_takes_single_size_runs_only_and_names_a_better_strategy():
@@ -116,29 +127,20 @@ def test_the_comparison_headline_counts_position_parameters_against_none_and_kee
 
 
 def test_the_lever_table_puts_base_first_and_counts_every_minute():
-    def lever(label, budget, test, flip, fit, evaluation):
-        return {"label": label, "budget": budget, "test/acc_mean": test, "test/acc_flip_mean": flip,
+    def lever(label, protocol, test, flip, fit, evaluation):
+        return {"label": label, **protocol.columns(), "test/acc_mean": test, "test/acc_flip_mean": flip,
                 "time/fit_min_mean": fit, "time/eval_min_mean": evaluation}  # fmt: skip
 
+    plain = Protocol("cifar10", epochs=13, img_size=32, native_size=32)
+    sizes = Protocol("cifar10", epochs=20, train_sizes=(16, 24, 32))  # no native size: the sizes still show
+    p12 = Protocol("cifar10", epochs=12, img_size=32, native_size=32, train_sizes=(16, 24, 32),
+                   size_schedule="progressive", size_epochs=(7, 3, 2))  # fmt: skip
     report = [
-        lever("bs256-aaaaaa", "cifar10, full train set × 13 epochs", "0.6449", "0.6551", "17.0", "0.5"),
-        lever(
-            "progressive_e20-bbbbbb",
-            "cifar10, full train set × 20 epochs, trained at 16-32 px",
-            "0.7012",
-            "0.712",
-            "18.25",
-            "0.5",
-        ),  # fmt: skip
-        lever("base-cccccc", "cifar10, full train set × 13 epochs", "0.6549", "", "18.0", "0.75"),
-        lever(
-            "p12-dddddd",
-            "cifar10, full train set × 12 epochs, trained at 16-32 px, progressive 7/3/2 (native 32)",
-            "0.6167",
-            "0.6264",
-            "7.1",
-            "0.2",
-        ),  # fmt: skip
+        lever("bs256-aaaaaa", plain, "0.6449", "0.6551", "17.0", "0.5"),
+        lever("progressive_e20-bbbbbb", sizes, "0.7012", "0.712", "18.25", "0.5"),
+        lever("base-cccccc", plain, "0.6549", "", "18.0", "0.75"),
+        lever("p12-dddddd", p12, "0.6167", "0.6264", "7.1", "0.2"),
+        lever("no_epochs-eeeeee", Protocol("cifar10"), "0.5", "", "1.0", "0.1"),
     ]
     runs = [{"label": "base-cccccc", "params": "137802.0"}, {"label": "bs256-aaaaaa", "params": "137802.0"},
             {"label": "progressive_e20-bbbbbb", "params": "305002.0"},
@@ -152,6 +154,7 @@ def test_the_lever_table_puts_base_first_and_counts_every_minute():
         "| `progressive_e20` | 20 epochs at 16-32 px | 0.31M | 70.1 | 71.2 | +4.6 | 18.2 | 0.5 | 18.8 |",
         "| `bs256` | 13 epochs | 0.14M | 64.5 | 65.5 | -1.0 | 17.0 | 0.5 | 17.5 |",  # between printed numbers
         "| `p12` | 12 epochs at 16-32 px (7/3/2) | 0.14M | 61.7 | 62.6 | -3.8 | 7.1 | 0.2 | 7.3 |",  # size_epochs
+        "| `no_epochs` | - | - | 50.0 | - | -15.5 | 1.0 | 0.1 | 1.1 |",  # no epoch count, no runs.csv row
     ]
     with pytest.raises(ValueError, match="needs a 'base' run"):
         lever_table(report[:2], runs)
@@ -165,7 +168,7 @@ def test_the_lever_table_puts_base_first_and_counts_every_minute():
 def test_refresh_rewrites_a_stale_block_and_nothing_else(tmp_path):
     (tmp_path / "demo").mkdir()
     with open(tmp_path / "demo" / "report.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=sorted({k for r in REPORT for k in r}))
+        writer = csv.DictWriter(f, fieldnames=sorted({k for r in REPORT for k in r}))  # protocol columns too
         writer.writeheader()
         writer.writerows(REPORT)
     TABLES["demo/headline"] = ("demo", lambda folder: native_headline(read_csv(folder / "report.csv")))

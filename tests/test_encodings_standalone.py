@@ -1,5 +1,5 @@
 """``vitpos/encodings`` stands alone: it imports torch and itself only, so the
-folder can be lifted into another project (issue 18)."""
+folder can be lifted into another project."""
 
 from __future__ import annotations
 
@@ -120,5 +120,5 @@ def test_the_import_check_sees_imports_inside_functions(tmp_path):
     probe.write_text(
         "import torch\n\n\ndef f():\n    from vitpos.validate import accepted_options\n    from .. import x\n"
     )
-    # the import cycle issue 18 found: base.create_encoding imported vitpos.validate inside a function
+    # the import cycle this check exists for: base.create_encoding once imported vitpos.validate inside a function
     assert [(m, lvl) for _, m, lvl in imports_of(probe)] == [("torch", 0), ("vitpos.validate", 0), ("", 2)]

@@ -1,5 +1,5 @@
 """``python -m vitpos.extrapolate`` on real checkpoints: images and sequences in one call each; ``ckpt=``
-patterns expanded by the tool (issue 22)."""
+patterns expanded by the tool."""
 
 import csv
 
@@ -120,7 +120,7 @@ def test_a_corrupt_checkpoint_in_a_folder_does_not_stop_the_others(fakes, tmp_pa
 
 
 def test_a_glob_pattern_in_ckpt_is_expanded_by_the_tool(fakes, tmp_path, capsys):
-    """bash does not expand patterns inside key=value (issue 22): the tool does; the progress bar names the size."""
+    """bash does not expand patterns inside key=value: the tool does; the progress bar names the size."""
     image, _ = fakes
     pattern = str(image).replace("rope_2d", "rope_*")
     out = tmp_path / "out"
@@ -147,3 +147,27 @@ def test_one_strategy_by_name_and_repeated_ckpt(fakes, tmp_path):
                  "device=cpu"]) == 0  # fmt: skip
     rows = read(out / "extrapolation.csv")
     assert [(r["strategy"], r["size"]) for r in rows] == [("ntk", "16")]  # the same checkpoint twice: once
+
+
+def test_one_checkpoint_search_for_every_tool(fakes, tmp_path):
+    """``find_checkpoints``: patterns expanded, folders searched for last.ckpt, each checkpoint once, in order."""
+    from vitpos.run.checkpoint import find_checkpoints
+
+    image, sequence = fakes
+    runs = image.parents[3]  # .../images: holds rope_2d/seed0/checkpoints/last.ckpt
+    found = find_checkpoints([str(sequence), str(runs), str(image).replace("rope_2d", "rope_*")])
+    assert [(hit.path, hit.root) for hit in found] == [(sequence, None), (image, runs)]
+
+
+@pytest.mark.parametrize("tool", ["extrapolate", "viz"])
+def test_both_tools_refuse_a_path_without_checkpoints_alike(tmp_path, tool):
+    from vitpos.viz.__main__ import main as viz_main
+
+    run_tool = {"extrapolate": main, "viz": viz_main}[tool]
+    (tmp_path / "empty").mkdir()
+    fix = r" \(pass a .ckpt file, a runs folder or a glob pattern\)$"
+    with pytest.raises(UserError, match=rf"^ckpt={tmp_path}/empty: no last.ckpt in this folder{fix}"):
+        run_tool([f"ckpt={tmp_path / 'empty'}", f"out={tmp_path / 'out'}"])
+    with pytest.raises(UserError, match=rf"^ckpt={tmp_path}/missing.ckpt: no such file or folder{fix}"):
+        run_tool([f"ckpt={tmp_path / 'missing.ckpt'}", f"out={tmp_path / 'out'}"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]

@@ -98,7 +98,7 @@ def test_bad_resize_options_name_the_option_and_the_valid_values(name, option, f
 @pytest.mark.parametrize("old,new", [((8, 8), (4, 4)), ((8, 8), (6, 6)), ((4, 4), (8, 8)), ((6, 6), (3, 9))])
 def test_learned_2d_resizes_like_the_full_table(old, new):
     # the row/column tables resized on their own equal the full table resized bicubically,
-    # so a smaller grid keeps one distinct row vector per row (issue 9)
+    # so a smaller grid keeps one distinct row vector per row
     pe = make_encoding("learned_2d", grid=old)
     full = pe.table_for(old).detach()
     torch.testing.assert_close(pe.table_for(new), fn.resample_table_2d(full, old, new), rtol=1e-5, atol=1e-5)
@@ -168,7 +168,7 @@ def test_evaluator_records_a_refusal_as_nan():
 
 @pytest.mark.parametrize(("precision", "dtype"), [("bf16-mixed", torch.bfloat16), ("32-true", None), (None, None)])
 def test_evaluator_scores_in_the_precision_the_run_tested_in(precision, dtype):
-    """Issue 22: a bf16-mixed run's test/acc comes from Lightning's test under bf16 autocast, so the
+    """A bf16-mixed run's test/acc comes from Lightning's test under bf16 autocast, so the
     other sizes (and standalone extrapolation) are scored under the same autocast; fp32 runs without."""
     seen = []
 

@@ -4,6 +4,7 @@ mask built in the autocast dtype, capped smoke evaluation, threads per sweep job
 import pytest
 import torch
 from conftest import EvalModule, small_vit
+from encoding_references import rotate_half_reference
 
 from vitpos.extrapolate import evaluate_sizes
 from vitpos.models.attention import build_attention_mask
@@ -105,5 +106,5 @@ def test_compiled_rotation_equals_eager_and_rotate_half(layout):
     torch.testing.assert_close(out, eager_out, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(grad, eager_grad, rtol=1e-5, atol=1e-6)
     if layout == "half":
-        reference = fn.rotate_half_reference(x, angles.cos(), angles.sin())
+        reference = rotate_half_reference(x, angles.cos(), angles.sin())
         torch.testing.assert_close(out, reference, rtol=1e-5, atol=1e-6)

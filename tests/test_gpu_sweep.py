@@ -1,4 +1,4 @@
-"""The GPU comparison (issue 21) on a CPU at a tiny size: ``bash scripts/gpu_sweep.sh`` runs
+"""The GPU comparison on a CPU at a tiny size: ``bash scripts/gpu_sweep.sh`` runs
 ``experiment=compare_cifar_gpu`` (joblib jobs side by side, data kept on the training device) and
 writes the report, through the same code a GPU run takes; only the device, precision, compile
 and sizes are overridden."""

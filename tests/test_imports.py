@@ -1,4 +1,4 @@
-"""The import graph of ``vitpos`` has no cycle (issue 18).
+"""The import graph of ``vitpos`` has no cycle.
 
 Every ``import`` and ``from ... import`` in every module of the package is an
 edge, whether at module level or inside a function (an import inside a
@@ -26,10 +26,10 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """Names of the vitpos modules that ``name`` (at ``path``) imports, anywhere in its body."""
+def import_lines(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, int]]:
+    """(vitpos module imported, line) of every import in module ``name`` (at ``path``), anywhere in its body."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
+    found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -45,8 +45,13 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
             while target and target not in known:  # import vitpos.a.b -> the deepest module that exists
                 target = target.rpartition(".")[0]
             if target and target != name:
-                found.add(target)
-    return found
+                found.append((target, node.lineno))
+    return sorted(found, key=lambda t: t[1])
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Names of the vitpos modules that ``name`` (at ``path``) imports, anywhere in its body."""
+    return {target for target, _ in import_lines(name, path, known)}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

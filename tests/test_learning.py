@@ -1,8 +1,7 @@
 """Short seeded trainings that show the encodings matter (slow: CI runs them)."""
 
 import pytest
-from conftest import CONFIGS
-from hydra import compose, initialize_config_dir
+from conftest import compose_train
 
 from vitpos.encodings import list_encodings
 from vitpos.train import train
@@ -31,9 +30,7 @@ def test_shapes_needs_position_information(tmp_path, name):
     """The label is where the red square is (above the blue one? in the left
     half?): with no encoding, or with a bias of distances only, the model is blind
     to it (chance is 25%); every other encoding sees at least one of the two bits."""
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = compose("train", overrides=[f"run.root={tmp_path}", f"encoding={name}", *SHAPES_BUDGET])
-    acc = train(cfg)["test/acc"]
+    acc = train(compose_train(f"run.root={tmp_path}", f"encoding={name}", *SHAPES_BUDGET))["test/acc"]
     if name in MIRROR_BLIND:
         assert acc < 0.31, f"{name} should be near chance (25%), got {acc:.3f}"
     else:

@@ -1,4 +1,4 @@
-"""Train small, test at native resolution; multi-resolution training (issue 20, data side).
+"""Train small, test at native resolution; multi-resolution training (the data side).
 
 CIFAR-10 stays in memory at its native 32 px; a model trained at ``data.img_size=16`` is scored at 32 px
 on the original test pixels, bit for bit, and every other size says how it was made
@@ -138,7 +138,7 @@ def test_multi_resolution_batches_take_every_size_seeded_by_seed_and_epoch(tmp_p
 
 @pytest.mark.slow
 def test_every_image_encoding_trains_across_sizes_from_the_command_line_and_extrapolates(tmp_path):
-    """Issue 20: every image encoding trains with data.train_sizes=[16,24,32] from the command line (one
+    """Every image encoding trains with data.train_sizes=[16,24,32] from the command line (one
     sweep, one process: shapes, the native model config, 6 batches, compile off: three graphs per encoding
     cost minutes on a CPU, and compiling per size is tests/test_compile.py's), is scored at each size, and
     extrapolates from its checkpoint with python -m vitpos.extrapolate."""

@@ -1,4 +1,4 @@
-"""The README and the docs, followed top to bottom, work (issue 13: "README that is tested").
+"""The README and the docs, followed top to bottom, work: a README that is tested.
 
 The replayed pages are ``PAGES``: README.md first, then every ``docs/*.md`` in
 a fixed order (a page in ``docs/`` that is not listed fails
@@ -37,11 +37,10 @@ the config hash in its folder name (``runs/<group>/<model>/<label>-<hash>``);
 ``with_smoke_hashes`` points a README path at the run an earlier command made
 that differs only in that hash.
 
-Every ``python`` the commands start is a fresh child of a warm interpreter that imported torch,
-Lightning and timm once (tests/warm_python.py: the imports were about half of the replay's
-minutes); ``VITPOS_COLD_PYTHON=1`` replays with a fresh interpreter per command instead.
-``VITPOS_REPLAY_TIMES=FILE`` writes each replayed step's wall seconds to FILE (JSON, slowest
-first): where the replay's minutes go.
+Every command runs in a real shell, as the reader runs it (``bash -c``), with ``python`` on the
+PATH being this interpreter; the ``--help`` texts whose examples are replayed are read in process
+(each tool's ``main(["--help"])``). ``VITPOS_REPLAY_TIMES=FILE`` writes each replayed step's
+wall seconds to FILE (JSON, slowest first): where the replay's minutes go.
 """
 
 from __future__ import annotations
@@ -51,11 +50,12 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, cifar_root
+from conftest import ROOT, cifar_root, run_command
 
 README = ROOT / "README.md"
 # The pages replayed, in this order: README first, then the docs in the order a reader follows
@@ -225,8 +225,8 @@ def readme_commands(text: str) -> list[str]:
     return [code for kind, code in page_steps(text) if kind == "bash"]
 
 
-# The tools whose ``--help`` examples are replayed after the pages (issue 22: "every command in
-# the README and in --help texts runs as written"), in this order.
+# The tools whose ``--help`` examples are replayed after the pages (every command in the README
+# and in --help texts runs as written), in this order.
 HELP_TOOLS = (
     "python train.py",
     "python -m vitpos.compare",
@@ -253,25 +253,25 @@ def help_examples(text: str, tool: str) -> list[str]:
 _HELP_STEPS: list[tuple[str, str, str]] = []
 
 
-def help_steps(env: dict) -> list[tuple[str, str, str]]:
+def help_steps() -> list[tuple[str, str, str]]:
     """("<tool> --help", "bash", command) for every example of every tool in ``HELP_TOOLS``
-    (each ``--help`` is run once per test process, with ``python`` from ``env``'s PATH)."""
+    (each ``--help`` is read once per test process, in process)."""
     if not _HELP_STEPS:
         for tool in HELP_TOOLS:
-            argv = ["python", *shlex.split(tool)[1:], "--help"]
-            proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-            assert proc.returncode == 0, f"{tool} --help failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
-            examples = help_examples(proc.stdout, tool)
+            prog = shlex.split(tool)[-1]  # train.py, vitpos.compare, ...
+            ran = run_command(prog, "--help", cwd=ROOT)
+            assert ran.code == 0, f"{tool} --help failed:\n{ran.out[-2000:]}{ran.err[-2000:]}"
+            examples = help_examples(ran.out, tool)
             assert examples, f"{tool} --help lists no examples (an 'Examples:' part)"
             _HELP_STEPS.extend((f"{tool} --help", "bash", c) for c in examples)
     return _HELP_STEPS
 
 
-def all_steps(env: dict) -> list[tuple[str, str, str]]:
+def all_steps() -> list[tuple[str, str, str]]:
     """(page, kind, code) for every step of every page in ``PAGES``, in order, then every
     ``--help`` example of ``HELP_TOOLS``."""
     pages = [(page, kind, code) for page in PAGES for kind, code in page_steps((ROOT / page).read_text())]
-    return pages + help_steps(env)
+    return pages + help_steps()
 
 
 def classify_python(code: str) -> tuple[str, object]:
@@ -334,8 +334,8 @@ def output_folders(commands: list[str]) -> set[str]:
     return names
 
 
-def test_every_readme_command_is_covered(warm_env):
-    steps = all_steps(warm_env)
+def test_every_readme_command_is_covered():
+    steps = all_steps()
     commands = [(page, code) for page, kind, code in steps if kind == "bash"]
     assert len(readme_commands(README.read_text())) >= 5, "found under 5 README commands: did the parser break?"
     uncovered = [f"{page}: {c}" for page, c in commands if classify(c) is None]
@@ -473,14 +473,15 @@ def replay_dir(tmp_path: Path, cifar: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_readme_commands_run_in_order_at_smoke_scale(tmp_path, warm_env):
+@pytest.mark.long
+def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
     cifar = cifar_root()
     if cifar is None:
         pytest.skip("needs the CIFAR-10 copy: run `bash ../shared/datasets/unpack-cifar10.sh data`")
     work = replay_dir(tmp_path, cifar)
-    env = warm_env
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     failures, ran, replayed, seconds = [], [], set(), []
-    for i, (page, lang, code) in enumerate(all_steps(env)):
+    for i, (page, lang, code) in enumerate(all_steps()):
         if lang == "python":
             if classify_python(code)[0] != "run" or code in replayed:
                 continue

@@ -1,4 +1,4 @@
-"""The recipe's pieces (issue 12): per-image augmentation policies on uint8
+"""The recipe's pieces: per-image augmentation policies on uint8
 tensors and the EMA of the weights evaluated beside the raw weights."""
 
 import pytest

@@ -96,7 +96,8 @@ def test_learned_2d_resize_equals_timm_on_the_full_table(old, new, antialias):
 
 
 def test_learned_2d_keeps_distinct_rows_on_a_smaller_grid():
-    # issue 9's reproduction: the (h, 1) antialiased layout gave every row the first row's vector
+    # the trap of antialiased bicubic on an image one pixel wide: the (h, 1) layout gave every row the first
+    # row's vector
     pe = create_encoding("learned_2d", EncodingContext(dim=64, num_heads=4, depth=1, grid=(8, 8)))
     t = pe.table_for((4, 4)).reshape(4, 4, 64)
     row_parts = t[:, 0, :32]

@@ -1,4 +1,5 @@
-"""Exact resume and finished-run recognition through the real command line (issue 10).
+"""Exact resume and finished-run recognition through the real command line (real processes: a
+signal ends them).
 
 A run killed with SIGKILL in the middle of epoch 2 and rerun ends with weights
 bitwise identical to a run that never stopped: last.ckpt is written at every
@@ -16,7 +17,7 @@ import time
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, run_command
 
 TINY = [
     "data=shapes",
@@ -93,14 +94,14 @@ def test_sigkill_mid_epoch_then_rerun_is_bitwise_identical_and_a_finished_run_is
     assert scores(metrics[0]) == scores(metrics[1]) and len(scores(metrics[0])) >= 5
     assert 0 < metrics[1]["metrics"]["time/fit_min"] < 30  # fit minutes, summed over the interrupted run's parts
 
-    # rerunning the finished command: the same metrics, nothing trained or written
+    # rerunning the finished command (train.py's main, in process): the same metrics, nothing trained or written
     run = last_ckpt(a).parent.parent
     files = {p: p.stat().st_mtime_ns for p in run.rglob("*")}
-    again = subprocess.run(command(a), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert "nothing trained" in again.stdout
+    again = run_command("train.py", *TINY, f"run.root={a}", cwd=ROOT)
+    assert again.code == 0, again.out + again.err
+    assert "nothing trained" in again.out
     lines = [line for line in out_a.splitlines() if line.strip().startswith("test/")]
-    assert lines and all(line in again.stdout for line in lines), (lines, again.stdout)
+    assert lines and all(line in again.out for line in lines), (lines, again.out)
     assert {p: p.stat().st_mtime_ns for p in run.rglob("*")} == files  # no new event file, checkpoint untouched
 
 

@@ -1,4 +1,4 @@
-"""A run folder's identity, lock and sweeps (issue 19).
+"""A run folder's identity, lock and sweeps.
 
 - What a run trained on is part of its identity: the data set's fingerprint,
   not the path string (the same data moved keeps the run; other data is
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_command
 from omegaconf import OmegaConf
-from test_bad_input import TINY, assert_user_error, run, small_imagefolder, train_cmd
+from test_bad_input import TINY, assert_user_error, small_imagefolder
 
 from vitpos.errors import UserError
 from vitpos.run import folder as run_folder
@@ -120,8 +120,7 @@ def test_a_second_identical_command_is_refused_while_the_first_runs(tmp_path):
     try:
         body = f'{{"pid": {sleeper.pid}, "host": "{run_folder.socket.gethostname()}", "command": "train.py"}}'
         (folder / run_folder.LOCK).write_text(body)
-        proc = run(train_cmd(*args), tmp_path)
-        assert_user_error(proc, f"is in use by process {sleeper.pid}")
+        assert_user_error(run_command("train.py", *args, cwd=tmp_path), f"is in use by process {sleeper.pid}")
         assert sorted(p.name for p in folder.iterdir()) == [run_folder.LOCK]  # nothing written beside it
     finally:
         sleeper.kill()
@@ -132,16 +131,17 @@ def test_a_second_identical_command_is_refused_while_the_first_runs(tmp_path):
 def test_a_sweep_goes_on_past_a_failed_job_and_exits_non_zero(tmp_path):
     from vitpos.compare import compare
 
-    proc = run(train_cmd("-m", *TINY, "+trainer.limit_test_batches=1", "optim.lr=100,0.002", "run.root=R"), tmp_path)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out
+    ran = run_command(
+        "train.py", "-m", *TINY, "+trainer.limit_test_batches=1", "optim.lr=100,0.002", "run.root=R", cwd=tmp_path
+    )
+    out = ran.out + ran.err
+    assert ran.code == 1, out
     assert "[job 0] end" in out and "training diverged" in out, out
     assert "[job 1] end" in out and "test/acc" in out, out  # the next job ran
     assert "2 jobs, 1 failed" in out, out
     (sweep,) = (tmp_path / "multirun").glob("*/*")
     assert "training diverged" in (sweep / "0" / "error.log").read_text()
-    groups = compare(tmp_path / "R", tmp_path / "report", [str(sweep)])
-    report = groups.attrs["report"]
+    report = compare(tmp_path / "R", tmp_path / "report", [str(sweep)]).report
     assert "training diverged" in report and "optim.lr=100" in report, report
 
 
@@ -151,18 +151,17 @@ def test_a_sweep_whose_jobs_all_fail_before_training(tmp_path):
     from vitpos.compare import compare
 
     args = ["data=shapes", "model=vit_micro", "data.num_train=100", "data.val_size=200,300", "run.root=R"]
-    proc = run(train_cmd("-m", *args), tmp_path)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 1 and "2 jobs, 2 failed" in out and "Traceback" not in out, out
+    ran = run_command("train.py", "-m", *args, cwd=tmp_path)
+    out = ran.out + ran.err
+    assert ran.code == 1 and "2 jobs, 2 failed" in out and "Traceback" not in out, out
     (sweep,) = (tmp_path / "multirun").glob("*/*")
-    groups = compare(sweep, tmp_path / "report")
-    report = groups.attrs["report"]
+    report = compare(sweep, tmp_path / "report").report
     assert report.count("data.val_size") >= 2, report
 
 
 @pytest.mark.slow
 def test_the_same_command_on_other_data_trains_a_new_run(tmp_path):
-    """The probe of issue 19 through the command line: trained on one ImageFolder copy, the same
+    """Through the command line: trained on one ImageFolder copy, the same
     command on another copy (other files) trains again instead of printing the first copy's
     stored metrics; on the same data moved elsewhere it finds its finished run."""
     a = small_imagefolder(tmp_path / "a", per_class=4)
@@ -174,11 +173,11 @@ def test_the_same_command_on_other_data_trains_a_new_run(tmp_path):
     shutil.copytree(a, moved)
     tiny = ["data.format=imagefolder", "model=vit_micro", "trainer.max_epochs=1", "data.val_size=10", "run.root=R",
             "eval.resolutions=[]", "task.pictures=false", "trainer.enable_progress_bar=false"]  # fmt: skip
-    first = run(train_cmd(*tiny, f"data.root={a}"), tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
-    second = run(train_cmd(*tiny, f"data.root={other}"), tmp_path)
-    assert second.returncode == 0 and "finished earlier" not in second.stdout, second.stdout + second.stderr
+    first = run_command("train.py", *tiny, f"data.root={a}", cwd=tmp_path)
+    assert first.code == 0, first.out + first.err
+    second = run_command("train.py", *tiny, f"data.root={other}", cwd=tmp_path)
+    assert second.code == 0 and "finished earlier" not in second.out, second.out + second.err
     assert len(list((tmp_path / "R").rglob("metrics.json"))) == 2  # two runs, two folders
-    again = run(train_cmd(*tiny, f"data.root={moved}"), tmp_path)
-    assert again.returncode == 0 and "finished earlier" in again.stdout, again.stdout + again.stderr
+    again = run_command("train.py", *tiny, f"data.root={moved}", cwd=tmp_path)
+    assert again.code == 0 and "finished earlier" in again.out, again.out + again.err
     assert len(list((tmp_path / "R").rglob("metrics.json"))) == 2

@@ -1,4 +1,4 @@
-"""Run identity (vitpos/run/identity.py, issue 13): one folder per configuration."""
+"""Run identity (vitpos/run/identity.py): one folder per configuration."""
 
 from conftest import CONFIGS
 from hydra import compose, initialize_config_dir

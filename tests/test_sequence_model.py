@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import compose_train
 
 from vitpos.data.sequence import IGNORE, SequenceDataModule, make_sequences
 from vitpos.encodings import list_encodings
@@ -172,14 +173,10 @@ def test_lightning_fast_dev_run_and_checkpoint_roundtrip(tmp_path):
 
 
 def test_hydra_config_builds_the_sequence_task():
-    from hydra import compose, initialize_config_dir
-
     from vitpos.tasks import build
 
-    configs = str(__import__("pathlib").Path(__file__).parents[1] / "configs")
     for enc in ("alibi", "rel_bias_1d", "rope_1d_learned", "rope_1d", "learned_1d", "sincos_1d", "none"):
-        with initialize_config_dir(config_dir=configs, version_base="1.3"):
-            cfg = compose("train", overrides=["task=sequence", f"encoding={enc}", "data=seq_probe", "data.num_train=8"])
+        cfg = compose_train("task=sequence", f"encoding={enc}", "data=seq_probe", "data.num_train=8")
         module, dm = build(cfg)
         assert module.encoding.name == enc and dm.task == "position_probe"
         assert module.model.head.out_features == dm.num_classes == 512
@@ -187,19 +184,14 @@ def test_hydra_config_builds_the_sequence_task():
 
 
 def test_train_runs_the_sequence_task_end_to_end(tmp_path):
-    from hydra import compose, initialize_config_dir
-
     from vitpos.train import train
 
-    configs = str(__import__("pathlib").Path(__file__).parents[1] / "configs")
     overrides = [
         f"run.root={tmp_path}", "task=sequence", "encoding=alibi", "model.causal=true", "trainer.max_epochs=1",
         "trainer.enable_progress_bar=false", "data.num_train=128", "data.num_val=32", "data.num_test=32",
         "data.num_length_test=16", "data.train_len=24", "model.dim=32", "eval.lengths=[16,48]",
     ]  # fmt: skip
-    with initialize_config_dir(config_dir=configs, version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
-    metrics = train(cfg)
+    metrics = train(compose_train(*overrides))
     assert {"test/acc", "test/acc@len16", "test/acc@len48", "val/acc_best"} <= set(metrics)
     assert 0.0 <= metrics["test/acc@len48"] <= 1.0
     (last,) = (tmp_path / "seq_copy").rglob("last.ckpt")  # seq_copy/seq_small/alibi-<hash>/seed0/checkpoints

@@ -1,13 +1,8 @@
 """scripts/snapshot_runs.py: only finished runs are copied, and never their checkpoints."""
 
-import importlib.util
 import json
 
-from conftest import ROOT
-
-spec = importlib.util.spec_from_file_location("snapshot_runs", ROOT / "scripts" / "snapshot_runs.py")
-snapshot_runs = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(snapshot_runs)
+from scripts import snapshot_runs
 
 
 def make_run(folder, status):

@@ -1,10 +1,10 @@
-"""TensorBoard as a user sees it (issue 13).
+"""TensorBoard as a user sees it.
 
 A short sweep (``python train.py -m ...``: 2 tiny runs), then the real
 ``tensorboard --logdir runs`` server on a free loopback port, asked through the
 HTTP API its web page uses: the runs are listed, the SCALARS, HPARAMS and
 IMAGES dashboards are active, every run has the training and validation curves
-and only curves in SCALARS (so the page opens on them: issue 22), the final
+and only curves in SCALARS (so the page opens on them), the final
 numbers are TEXT tables, the HPARAMS table has a row per run with the encoding
 and the final validation accuracy, and the pictures are PNGs that can be
 fetched. The server is always stopped, and it listens on 127.0.0.1 only.
@@ -127,7 +127,7 @@ def test_every_run_has_its_curves(server):
     for run in run_of.values():
         missing = [t for t in SCALARS if t not in tags.get(run, {})]
         assert not missing, f"run {run} lacks scalars {missing}; it has {sorted(tags.get(run, {}))}"
-        # issue 22: no wall of single-point charts (hp/* copies, one per size and strategy): the sweep is a table
+        # no wall of single-point charts (hp/* copies, one per size and strategy): the sweep is a table
         clutter = [t for t in tags[run] if t.startswith("hp/") or t == "epoch" or "@" in t]
         assert not clutter, f"run {run}: single-point charts in SCALARS: {clutter}"
         # only curves: the single-point final numbers (test/*, time/*) would come first (groups sort alphabetically)

@@ -1,4 +1,4 @@
-"""The tools never run code from a checkpoint (issue 10): a crafted pickle is
+"""The tools never run code from a checkpoint: a crafted pickle is
 refused by ``extrapolate``, ``viz`` and ``compare``, in process and on the command line."""
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ def test_viz_refuses_it(evil, tmp_path):
 def test_compare_never_unpickles_checkpoints(evil, tmp_path):
     ckpt, marker = evil
     (ckpt.parent / "best-epoch000.ckpt").write_bytes(ckpt.read_bytes())
-    groups = compare(tmp_path / "runs", tmp_path / "report")
+    result = compare(tmp_path / "runs", tmp_path / "report")
     assert not marker.exists()
-    assert list(groups.attrs["runs"]["status"]) == ["failed"]  # listed (no scalars), not dropped
+    assert list(result.runs["status"]) == ["failed"]  # listed (no scalars), not dropped
 
 
 @pytest.mark.parametrize("tool", ["vitpos.extrapolate", "vitpos.viz"])

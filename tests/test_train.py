@@ -2,8 +2,7 @@
 
 import pytest
 import torch
-from conftest import CONFIGS, require_cifar
-from hydra import compose, initialize_config_dir
+from conftest import compose_train, require_cifar
 
 from vitpos.encodings import list_encodings
 from vitpos.errors import UserError
@@ -15,8 +14,7 @@ SHAPES_TINY = ["data=shapes", "data.num_train=600", "data.num_test=128", "data.v
 
 
 def config(tmp_path, *overrides):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("train", overrides=[f"run.root={tmp_path}", "trainer.enable_progress_bar=false", *overrides])
+    return compose_train(f"run.root={tmp_path}", "trainer.enable_progress_bar=false", *overrides)
 
 
 @pytest.mark.parametrize("name", list_encodings(2))

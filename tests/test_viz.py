@@ -203,7 +203,7 @@ def test_cli_on_a_sequence_checkpoint(tmp_path, capsys, encoding, expected):
 
 
 def test_cli_removes_the_pictures_of_an_earlier_run(tmp_path, capsys):
-    """``out=`` reused for another model (issue 22): only the files viz writes are removed first, and it says so."""
+    """``out=`` reused for another model: only the files viz writes are removed first, and it says so."""
     for name in ("pos_table.png", "pos_similarity.png", "attn_maps.png", "attn_distance.csv", "notes.txt", "mine.png"):
         (tmp_path / name).write_text("old")
     args = [f"{k}={v}" for k, v in SMALL.items()] + ["encoding=rope_2d", f"out={tmp_path}", "n_images=2"]
@@ -217,7 +217,7 @@ def test_cli_removes_the_pictures_of_an_earlier_run(tmp_path, capsys):
 
 
 def test_cli_expands_a_checkpoint_pattern(tmp_path, capsys):
-    """bash does not expand patterns inside key=value (issue 22): viz does; of several matches it draws
+    """bash does not expand patterns inside key=value: viz does; of several matches it draws
     the newest and names the others; a pattern that matches nothing is refused."""
     import os
 

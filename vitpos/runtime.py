@@ -4,13 +4,13 @@ precision ``auto``: ``bf16-mixed`` on a CUDA device that supports bfloat16,
 and on a CPU with native bfloat16 matmuls (AVX512-BF16 or AMX); ``32-true``
 elsewhere. On a CPU without native bf16 the emulated kernels are slower than
 float32, so autocast would cost time, not save it. Measured on an AVX512-BF16
-EPYC (issue 11): a ViT step under CPU autocast runs at ~1.4x float32, and a
+EPYC, a ViT step under CPU autocast runs at ~1.4x float32, and a
 short CIFAR-10 training reaches the float32 accuracy (README: Performance).
 
 threads ``auto``: ``torch`` threads = usable cores / concurrent jobs, where
 the job count comes from the Hydra joblib launcher (``hydra.launcher.n_jobs``)
 when a sweep runs jobs side by side. Two jobs that each use every core
-oversubscribe OpenMP and collapse to a few images/s (issue 11).
+oversubscribe OpenMP and collapse to a few images/s.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from vitpos.run.identity import next_commands, run_dir, run_label
 from vitpos.run.resume import finished_run, resume_path
 from vitpos.run.status import write_status
 from vitpos.runtime import resolve_runtime, sweep_jobs, trainer_precision
+from vitpos.tables import final_scores_markdown, sweep_markdown
 from vitpos.tasks import build
 from vitpos.validate import validate
 
@@ -111,7 +112,7 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
 
 class RunLogger(TensorBoardLogger):
     """Lightning's TensorBoard logger whose SCALARS page holds only curves, so that it opens on
-    ``train/`` and ``val/`` (issue 22). Left out: the ``epoch`` scalar (the x-axis option, not a
+    ``train/`` and ``val/``. Left out: the ``epoch`` scalar (the x-axis option, not a
     metric) and the single-point final numbers, ``test/*`` and ``time/*``, which TensorBoard would
     list first (it orders tag groups alphabetically); train logs those as one TEXT table,
     ``test/final``, and every report reads them from ``metrics.json``."""
@@ -184,8 +185,6 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
     metrics["time/fit_min"] = fit_seconds / 60  # training + validation (+ compilation), over every resume
     metrics["time/eval_min"] = (time.perf_counter() - eval_start) / 60  # test + evaluation at other sizes
     logger = trainer.logger
-    from vitpos.compare.report import final_scores_markdown, sweep_markdown
-
     logger.experiment.add_text("test/final", final_scores_markdown(metrics), trainer.global_step)
     if extra:  # one text table, not one single-point chart per size and strategy (metrics.json keeps each)
         default = f"default ({module.encoding.strategy})"

@@ -32,6 +32,6 @@ with its status) and ``val_acc_curves.png``, ``acc_vs_resolution.png``,
 ``acc_vs_length.png``.
 """
 
-from .summary import compare, main
+from .summary import Comparison, compare, main
 
-__all__ = ["compare", "main"]
+__all__ = ["Comparison", "compare", "main"]

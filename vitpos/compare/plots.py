@@ -2,7 +2,7 @@
 
 One panel per section of the report, i.e. per (task, model, budget): the budget
 names the protocol (data, epochs, train size, native or resampled test sizes),
-so lines of two protocols never share axes (issue 20: "protocols never mix").
+so lines of two protocols, whose numbers are not comparable, never share axes.
 The panels stack vertically with the legend beside each; an encoding keeps its
 colour in every panel of a figure.
 """
@@ -18,7 +18,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from vitpos.compare.report import EXTRAP, HASH, section_title
+from vitpos.compare.report import HASH, section_title
+from vitpos.tables import EXTRAP
 
 #: line style per strategy: the encoding's default solid, the others dashed or dotted
 STRATEGY_STYLES = {"": "-", "interpolate": "--", "clamp": "--", "ntk": "-.", "dynamic": (0, (3, 1, 1, 1, 1, 1)),

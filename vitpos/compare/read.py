@@ -3,9 +3,10 @@
 A run is any folder holding TensorBoard event files (possibly in ``version_*/``)
 or a ``metrics.json``, or named ``seed<k>``, at any depth below the folder
 given; its task, model and label come from the folder names and the config
-saved in ``hparams.yaml``. Nothing here unpickles anything: event files are
-protobufs, ``hparams.yaml`` is read with ``yaml.safe_load`` and checkpoints are
-never opened.
+saved in ``hparams.yaml``, and so does its training protocol
+(:mod:`vitpos.compare.protocol`). Nothing here unpickles anything: event files
+are protobufs, ``hparams.yaml`` is read with ``yaml.safe_load`` and checkpoints
+are never opened.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import yaml
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from vitpos.compare.protocol import Protocol
 from vitpos.run.identity import run_dir
 from vitpos.run.status import read_status
 from vitpos.validate import validate
@@ -38,7 +40,8 @@ class Run:
     seed: int | None
     path: Path
     model: str = ""
-    budget: str = ""
+    budget: str = ""  # the protocol's sentence, the key of the run's report section ("" without a config)
+    protocol: Protocol | None = None
     scalars: dict[str, pd.DataFrame] = field(default_factory=dict)
     hparams: dict = field(default_factory=dict)
     status: dict | None = None  # metrics.json
@@ -109,41 +112,14 @@ def identify(path: Path, runs_dir: Path, cfg: dict | None) -> tuple[str, str, st
     return task, model, "/".join(parts) + suffix, seed
 
 
-def budget_of(cfg: dict | None) -> str:
-    """ "<data>, <n> train × <e> epochs" from the saved config ("" when there is none)."""
-    if not cfg:
-        return ""
-    data, trainer = cfg.get("data") or {}, cfg.get("trainer") or {}
-    n = data.get("train_subset") or data.get("num_train")
-    size = f"{n:,} train" if isinstance(n, int) else "full train set"
-    epochs = trainer.get("max_epochs")
-    budget = f"{data.get('name', '?')}, {size}" + (f" × {epochs} epochs" if epochs is not None else "")
-    return budget + protocol_of(data)
-
-
-def protocol_of(data: dict) -> str:
-    """The resolution protocol of an image run, when it is not the plain one (train and test at
-    the native size): runs of different protocols land in different report sections. Training
-    across sizes says whether the sizes came per batch (random, no word) or in progressive runs
-    of epochs, with ``data.size_epochs`` when given: ``, trained at 16-32 px, progressive 7/3/2``."""
-    native, train, sizes = data.get("native_size"), data.get("img_size"), data.get("train_sizes")
-    if sizes:
-        schedule = ""
-        if data.get("size_schedule") == "progressive":
-            split = data.get("size_epochs")
-            schedule = ", progressive" + (" " + "/".join(str(int(n)) for n in split) if split else "")
-        return f", trained at {min(sizes)}-{max(sizes)} px{schedule}" + (f" (native {native})" if native else "")
-    if native and train and native != train:
-        return f", trained at {train} px (native {native})"
-    return ""
-
-
 def make_run(path: Path, runs_dir: Path, recursive: bool = True) -> Run:
     """The run in folder ``path``, named relative to ``runs_dir`` (not read yet: see :func:`load_run`)."""
     hparams = read_hparams(path, recursive)
     cfg = hparams.get("cfg") if isinstance(hparams.get("cfg"), dict) else None
     task, model, label, seed = identify(path, runs_dir, cfg)
-    return Run(task, label, seed, path, model, budget_of(cfg), hparams=hparams, recursive=recursive)
+    protocol = Protocol.of_config(cfg)
+    budget = protocol.budget() if protocol is not None else ""
+    return Run(task, label, seed, path, model, budget, protocol, hparams=hparams, recursive=recursive)
 
 
 def find_runs(runs_dir: Path, skip: Path | None = None) -> list[Run]:

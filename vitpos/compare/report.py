@@ -16,53 +16,10 @@ import re
 
 import pandas as pd
 
-from vitpos.compare.tables import markdown_table
+from vitpos.tables import EXTRAP, markdown_table
 
-# test/acc@res48, test/acc@res48up (upsampled: no new detail), test/acc@len256/ntk
-EXTRAP = re.compile(r"^test/acc@(res|len)(\d+)(up)?(?:/(.+))?$")
 HASH = re.compile(r"-[0-9a-f]{6}$")  # the config hash of a run folder name (vitpos.run.identity)
 KIND_TITLE = {"res": "resolution (pixels)", "len": "sequence length (tokens)"}
-
-
-def sweep_markdown(results: dict[str, float], default: str) -> str:
-    """One run's accuracies beyond its training size (``test/acc@...`` of ``evaluate_sizes``) as a
-    Markdown table in %: a row per strategy (``default``: the encoding's own), a column per size,
-    upsampled sizes marked. Train logs it to TensorBoard's TEXT tab instead of one single-point
-    chart per size and strategy."""
-    cells: dict[tuple[str, str], float] = {}
-    columns: dict[tuple[int, str], str] = {}
-    for name, value in results.items():
-        m = EXTRAP.match(name)
-        if m is None:
-            continue
-        kind, size, up, strategy = m.groups()
-        column = f"{size}{' (upsampled)' if up else ''}"
-        columns[(int(size), column)] = column
-        cells[(strategy or default, column)] = value
-    order = [c for _, c in sorted(columns)]
-    strategies = [default, *sorted({s for s, _ in cells} - {default})]
-    rows = [[s, *(f"{100 * cells[(s, c)]:.1f}" if (s, c) in cells else "" for c in order)] for s in strategies]
-    return markdown_table(["strategy", *order], [r for r in rows if any(r[1:])])
-
-
-#: a run's final numbers, in the order TensorBoard's TEXT table ``test/final`` lists them
-FINAL_SCORES = (
-    "test/acc", "test/acc_raw", "test/acc_flip", "test/loss", "val/acc_best", "time/fit_min", "time/eval_min"
-)  # fmt: skip
-
-
-def final_scores_markdown(metrics: dict[str, float]) -> str:
-    """One run's final numbers (those of ``FINAL_SCORES`` it has) as a two-column Markdown table:
-    accuracies in %, the loss as is, times in minutes. Train logs it to TensorBoard's TEXT tab, so
-    SCALARS holds only curves (a single-point chart per final number would come before them)."""
-
-    def cell(name: str, value: float) -> str:
-        if name.startswith("time/"):
-            return f"{value:.1f} min"
-        return f"{value:.4f}" if name.endswith("loss") else f"{100 * value:.2f}%"
-
-    rows = [[f"`{k}`", cell(k, metrics[k])] for k in FINAL_SCORES if k in metrics and not math.isnan(metrics[k])]
-    return markdown_table(["metric", "value"], rows)
 
 
 def fmt(mean: float, std: float, seeds: int) -> str:

@@ -13,8 +13,10 @@ import pandas as pd
 
 from vitpos.cli import expand_paths, option, parse_options
 from vitpos.compare.plots import plot_extrapolation, plot_val_curves
-from vitpos.compare.read import Run, find_jobs, find_param_count, find_runs, read_run, runs_of_jobs
-from vitpos.compare.report import EXTRAP, markdown_report
+from vitpos.compare.protocol import COLUMNS as PROTOCOL
+from vitpos.compare.read import Job, Run, find_jobs, find_param_count, find_runs, read_run, runs_of_jobs
+from vitpos.compare.report import markdown_report
+from vitpos.tables import EXTRAP
 
 
 # --------------------------------------------------------------- summarizing
@@ -39,6 +41,7 @@ def summarize(run: Run) -> dict:
     """One row per run: final test scalars, best/final val/acc, status and reason."""
     row = {"task": run.task, "model": run.model, "budget": run.budget, "label": run.label,
            "seed": run.seed, "path": str(run.path)}  # fmt: skip
+    row.update(run.protocol.columns() if run.protocol is not None else dict.fromkeys(PROTOCOL))
     status = run.status or {}
     if run.error is None and not run.scalars and not status:
         run.error = "no scalars (no event files, or nothing logged yet)"
@@ -92,7 +95,8 @@ KEYS = ["task", "model", "budget", "label"]
 
 
 def aggregate(rows: pd.DataFrame) -> pd.DataFrame:
-    """Mean and std (ddof=1; 0 for a single seed) over the complete seeds of every (task, model, budget, label)."""
+    """Mean and std (ddof=1; 0 for a single seed) over the complete seeds of every (task, model, budget, label),
+    with the protocol columns of its runs (one protocol per budget, so the first run's)."""
     done = rows[rows["complete"].astype(bool)]  # astype: an empty object column would select columns
     metrics = sorted(
         (c for c in done.columns if c.startswith(("val/", "test/", "time/")) and done[c].notna().any()),
@@ -103,6 +107,7 @@ def aggregate(rows: pd.DataFrame) -> pd.DataFrame:
     for key, g in done.groupby(KEYS, sort=True):
         seeds = sorted(s for s in g["seed"] if s is not None and not pd.isna(s))
         rec = {**dict(zip(KEYS, key)), "seeds": len(g), "seed_list": " ".join(str(int(s)) for s in seeds)}
+        rec.update({c: g[c].iloc[0] for c in PROTOCOL if c in g})
         for m in metrics:
             v = g[m].dropna().to_numpy(dtype=float)
             rec[f"{m}_mean"] = v.mean() if len(v) else math.nan
@@ -112,10 +117,30 @@ def aggregate(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------- API
-def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: list | None = None) -> pd.DataFrame:
+@dataclass
+class Comparison:
+    """What :func:`compare` read and wrote: ``groups`` (one row per (task, model, budget, label):
+    report.csv), ``runs`` (one row per run, with its status: runs.csv), both with the protocol
+    columns of :mod:`vitpos.compare.protocol`; the Hydra ``jobs`` found; the Markdown ``report``
+    (report.md) and the folder ``out`` it was all written to."""
+
+    groups: pd.DataFrame
+    runs: pd.DataFrame
+    jobs: list[Job]
+    report: str
+    out: Path
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """``frame`` as CSV without the protocol columns: the CSVs keep the layout of the committed
+    reports, which the protocol's sentence (the ``budget`` column) names already."""
+    frame.drop(columns=[c for c in PROTOCOL if c in frame]).to_csv(path, index=False)
+
+
+def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: list | None = None) -> Comparison:
     """Read every run under ``runs_dir`` (and the Hydra jobs under ``runs_dir`` and
     ``multirun``), write the report to ``out_dir`` (default ``runs_dir/report``) and
-    return one row per (task, model, budget, label)."""
+    return what was read and written."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: no such folder; pass the folder your runs are in (run.root, e.g. runs/)")
@@ -128,12 +153,7 @@ def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: l
             f"no runs under {runs_dir}: expected folders holding TensorBoard event files or metrics.json, "
             "e.g. runs/<group>/<model>/<label>/seed<k>/"
         )
-    empty = pd.DataFrame(columns=[*KEYS, "seed", "path", "status", "reason", "complete"])
-    rows = pd.DataFrame([summarize(r) for r in runs]) if runs else empty
-    for column in empty.columns.difference(rows.columns):  # runs that could not even be identified
-        rows[column] = False if column == "complete" else None
-    rows["path"] = [Path(p).relative_to(runs_dir).as_posix() if Path(p).is_relative_to(runs_dir) else p
-                    for p in rows["path"]]  # fmt: skip
+    rows = run_rows(runs, runs_dir)
     groups = aggregate(rows)
     out.mkdir(parents=True, exist_ok=True)
     notes = []
@@ -145,12 +165,20 @@ def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: l
             notes.append(f"_No test/acc@{kind}* logged: {name} not drawn._")
     report = markdown_report(rows, groups, jobs, notes)
     (out / "report.md").write_text(report)
-    groups.to_csv(out / "report.csv", index=False)
-    rows.to_csv(out / "runs.csv", index=False)
-    groups.attrs["report"] = report
-    groups.attrs["runs"] = rows
-    groups.attrs["jobs"] = jobs
-    return groups
+    write_csv(groups, out / "report.csv")
+    write_csv(rows, out / "runs.csv")
+    return Comparison(groups, rows, jobs, report, out)
+
+
+def run_rows(runs: list[Run], runs_dir: Path) -> pd.DataFrame:
+    """One row per run (:func:`summarize`), paths relative to ``runs_dir`` where they lie below it."""
+    empty = pd.DataFrame(columns=[*KEYS, "seed", "path", "status", "reason", "complete"])
+    rows = pd.DataFrame([summarize(r) for r in runs]) if runs else empty
+    for column in empty.columns.difference(rows.columns):  # runs that could not even be identified
+        rows[column] = False if column == "complete" else None
+    rows["path"] = [Path(p).relative_to(runs_dir).as_posix() if Path(p).is_relative_to(runs_dir) else p
+                    for p in rows["path"]]  # fmt: skip
+    return rows
 
 
 @dataclass
@@ -180,10 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m vitpos.compare runs=DIR [out=DIR] [multirun=[DIR,...]]``: see :class:`CompareOptions`."""
     opts = parse_options(argv, CompareOptions, prog="python -m vitpos.compare")
     try:
-        groups = compare(opts.runs, opts.out, expand_paths("multirun", opts.multirun))
+        result = compare(opts.runs, opts.out, expand_paths("multirun", opts.multirun))
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(groups.attrs["report"])
-    print(f"written to {Path(opts.out) if opts.out else Path(opts.runs) / 'report'}")
+    print(result.report)
+    print(f"written to {result.out}")
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .options import POLICIES
+
 
 def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """Pad by ``padding`` (zeros) and take one random HxW crop per image.
@@ -19,7 +21,7 @@ def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator |
     dy = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=images.device)
     dx = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=images.device)
     # two gathers with broadcast (stride-0) indices: ~7x faster on CPU than one 4-index fancy
-    # index, which materializes four (B, C, H, W) int64 index tensors (issue 11)
+    # index, which materializes four (B, C, H, W) int64 index tensors
     rows = (dy[:, None] + torch.arange(h, device=images.device))[:, None, :, None]  # (B, 1, H, 1)
     cols = (dx[:, None] + torch.arange(w, device=images.device))[:, None, None, :]  # (B, 1, 1, W)
     rows = rows.expand(b, c, h, w + 2 * padding)
@@ -52,9 +54,6 @@ def resize_images(images: torch.Tensor, size: int) -> torch.Tensor:
 
 
 # ------------------------------------------------------- per-image policies
-POLICIES = ("none", "trivial", "randaugment")
-
-
 def policy_transform(name: str, magnitude: int = 9, num_ops: int = 2):
     """The torchvision ``transforms.v2`` policy behind ``data.augment``, applied to uint8 tensors.
 

@@ -20,12 +20,11 @@ from pathlib import Path
 import torch
 from torchvision.io import ImageReadMode, decode_image, read_file
 
-from vitpos.data.fingerprint import IMAGE_EXTENSIONS
 from vitpos.errors import DataError, DatasetNotFoundError  # noqa: F401  (raised here, imported from here by callers)
 
 from . import tensor_cache
+from .folder import CLASSES, IMAGE_EXTENSIONS, IMG_SIZE, LAYOUT, list_images  # noqa: F401  (CLASSES: for callers)
 
-CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2470, 0.2435, 0.2616)
 
@@ -55,71 +54,26 @@ def load_official(root: str | Path, train: bool, download: bool = True) -> tuple
     return images, torch.tensor(ds.targets, dtype=torch.long)
 
 
-IMG_SIZE = 32
 SHOW = 5  # paths listed in an error or warning
-LAYOUT = (
-    "expected layout: DIR/train/<class>/*.jpg and DIR/test/<class>/*.jpg, one folder per class "
-    f"({', '.join(CLASSES)}), {IMG_SIZE}x{IMG_SIZE} images"
-)
-
-
-def _hidden(name: str) -> bool:
-    return name.startswith(".") or name == "__MACOSX"  # .DS_Store, ._x.jpg, .ipynb_checkpoints
 
 
 def _list_images(root: Path, split: str) -> list[tuple[str, int]]:
-    """Every image file of ``root/split`` with its class index, in a fixed order.
+    """Every image file of ``root/split`` with its class index, in a fixed order
+    (:func:`vitpos.data.folder.list_images`: the rule of what counts as an image).
 
-    Paths are plain strings: building 60,000 Path objects costs about a second.
-
-    Hidden files are skipped silently; other files without an image extension
-    (``notes.txt``) are skipped with one warning; a missing, extra or empty
-    class folder is refused.
+    Hidden files are skipped silently; other entries that are not images (``notes.txt``)
+    are skipped with one warning; a missing, extra or empty class folder is refused.
     """
-    split_dir = root / split
-    if not split_dir.is_dir():
-        raise DataError(
-            f"data.root={root} has no {split}/ folder ({LAYOUT}).\n"
-            "Point data.root at the folder that holds train/ and test/ "
-            "(an ImageFolder copy of CIFAR-10: see the README), or use data=shapes offline."
-        )
-    with os.scandir(split_dir) as it:
-        found = sorted(e.name for e in it if e.is_dir() and not _hidden(e.name))
-    if found != sorted(CLASSES):
-        missing = sorted(set(CLASSES) - set(found))
-        extra = sorted(set(found) - set(CLASSES))
-        raise DataError(
-            f"{split_dir} should hold one folder per CIFAR-10 class ({', '.join(CLASSES)}); "
-            f"missing: {', '.join(missing) or 'none'}; unexpected: {', '.join(extra) or 'none'}.\n"
-            "Point data.root at the folder that holds train/ and test/ "
-            "(an ImageFolder copy of CIFAR-10: see the README), or use data=shapes offline."
-        )
-    files, ignored, empty = [], [], []
-    for label, name in enumerate(CLASSES):
-        class_dir = str(split_dir / name)
-        with os.scandir(class_dir) as it:  # DirEntry.is_file() needs no stat on most file systems
-            entries = sorted((e.name, e.is_file()) for e in it if not _hidden(e.name))
-        n_before = len(files)
-        for n, is_file in entries:
-            if is_file and n.lower().endswith(IMAGE_EXTENSIONS):
-                files.append((os.path.join(class_dir, n), label))
-            else:
-                ignored.append(os.path.join(class_dir, n))
-        if len(files) == n_before:
-            empty.append(class_dir)
-    if empty:
-        raise DataError(
-            f"{len(empty)} class folder(s) hold no image ({', '.join(IMAGE_EXTENSIONS)}): {', '.join(empty)}.\n"
-            f"Every class needs its images ({LAYOUT})."
-        )
+    listing = list_images(root, split)
+    ignored = listing.ignored
     if ignored:
         warnings.warn(
             f"ignored {len(ignored)} {'entry' if len(ignored) == 1 else 'entries'} without an image extension "
             f"({', '.join(IMAGE_EXTENSIONS)}) "
-            f"in {split_dir}: {', '.join(ignored[:SHOW])}{' ...' if len(ignored) > SHOW else ''}",
+            f"in {listing.split_dir}: {', '.join(ignored[:SHOW])}{' ...' if len(ignored) > SHOW else ''}",
             stacklevel=3,
         )
-    return files
+    return list(listing.files)
 
 
 def _fingerprint(files: list[tuple[str, int]]) -> str:

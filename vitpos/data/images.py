@@ -5,7 +5,7 @@ padding, horizontal flip, then optionally a per-image TrivialAugment or
 RandAugment on the uint8 tensors) and normalization run on batches after they
 reach the device (``on_after_batch_transfer``).
 
-Resolutions (issue 20). CIFAR-10 is kept at its native resolution
+Resolutions. CIFAR-10 is kept at its native resolution
 (``data.native_size``, 32 px). The model trains at ``data.img_size`` (R):
 below native, the training, validation and test images are downsampled once
 (bicubic, antialiased) in ``setup``. ``test_dataloader_at(S)`` hands out the
@@ -33,7 +33,7 @@ from .cifar10 import CLASSES as CIFAR_CLASSES
 from .cifar10 import IMG_SIZE as CIFAR_SIZE
 from .cifar10 import MEAN, STD, load_imagefolder, load_official
 from .memory import batch_loader, process_share
-from .schedule import size_schedule_problem
+from .options import check_image_data, check_split, counts_of
 from .shapes import CLASSES as SHAPES_CLASSES
 from .shapes import make_shapes
 
@@ -87,20 +87,8 @@ class ImageDataModule(L.LightningDataModule):
         on_device: bool = False,
     ):
         super().__init__()
-        if name not in ("cifar10", "shapes"):
-            raise ValueError(f"unknown data set '{name}'; valid: cifar10, shapes (data=...)")
-        if format not in ("torchvision", "imagefolder"):
-            raise ValueError(f"unknown data.format '{format}'; valid: torchvision, imagefolder")
-        if name == "shapes" and native_size is not None:
-            raise ValueError("data=shapes draws every size natively: leave data.native_size null")
-        if train_sizes is not None and (
-            not list(train_sizes) or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in train_sizes)
-        ):
-            raise ValueError(f"data.train_sizes={train_sizes!r}: expected null or a list of sizes, e.g. [16,24,32]")
-        problem = size_schedule_problem(train_sizes, size_schedule, size_epochs)
-        if problem is not None:
-            raise ValueError("{}: {} ({})".format(*problem))
         self.save_hyperparameters()
+        check_image_data(dict(self.hparams))  # the config check's own rule (UserError, a ValueError)
         self.cfg = self.hparams
         self.shuffle_seed = shuffle_seed  # the run's seed: batch order of epoch e is fixed by (seed, e)
         self.mean, self.std = (MEAN, STD) if name == "cifar10" else ((0.5,) * 3, (0.25,) * 3)
@@ -173,8 +161,8 @@ class ImageDataModule(L.LightningDataModule):
             return
         c = self.cfg
         images, labels = self._load(train=True)
-        if c.val_size >= len(images):
-            raise ValueError(f"data.val_size={c.val_size} leaves no training images out of {len(images)}")
+        test_images, test_labels = self._load(train=False)
+        check_split(c, counts_of(c, len(images), len(test_images)))  # the config check's rule, on the loaded images
         perm = torch.randperm(len(images), generator=torch.Generator().manual_seed(c.split_seed))
         val_idx, train_idx = perm[: c.val_size], perm[c.val_size :]
         if c.train_subset:
@@ -182,7 +170,6 @@ class ImageDataModule(L.LightningDataModule):
         # resize once here (never per batch): training at its stored size, the rest at data.img_size
         self.train = (resize_images(images[train_idx], self._stored_size), labels[train_idx])
         self.val = (resize_images(images[val_idx], c.img_size), labels[val_idx])
-        test_images, test_labels = self._load(train=False)
         if c.test_subset:
             keep = torch.randperm(len(test_images), generator=torch.Generator().manual_seed(c.split_seed + 1))
             self._test_keep = keep[: c.test_subset]

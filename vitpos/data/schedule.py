@@ -1,14 +1,9 @@
-"""The progressive size schedule (which of ``data.train_sizes`` an epoch trains at, with
-``data.size_epochs``), and the one rule for whether ``data.size_schedule`` and
-``data.size_epochs`` fit the sizes. Free of torch, so the command-line checks
-(:mod:`vitpos.validate`) and the data module share it; the random per-batch draw is
+"""The progressive size schedule: which of ``data.train_sizes`` an epoch trains at, with
+``data.size_epochs``. Whether ``data.size_schedule`` and ``data.size_epochs`` fit the sizes is
+checked once, by :func:`vitpos.data.options.check_size_schedule`; the random per-batch draw is
 :func:`vitpos.data.memory.size_of_batch`."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-
-SIZE_SCHEDULES = ("random", "progressive")
 
 
 def progressive_size(
@@ -35,27 +30,3 @@ def progressive_size(
         if tail * epochs <= remaining * total:
             return int(size)
     return int(sizes[-1])
-
-
-def size_schedule_problem(sizes, schedule: str, size_epochs) -> tuple[str, str, str] | None:
-    """``(option, problem, hint)`` when ``data.size_schedule`` and ``data.size_epochs`` do not
-    fit ``data.train_sizes`` (``sizes``, null or a list), else None; ``size_epochs`` may be
-    any sequence (a list, or Hydra's ListConfig). The one rule both
-    :func:`vitpos.validate.check_train_sizes` and :class:`vitpos.data.images.ImageDataModule` apply."""
-    if schedule not in SIZE_SCHEDULES:
-        return "data.size_schedule", f"unknown {schedule!r}", f"valid: {', '.join(SIZE_SCHEDULES)}"
-    if schedule == "progressive" and not sizes:
-        return "data.size_schedule", "progressive needs the sizes to go through", "e.g. data.train_sizes=[16,24,32]"
-    if size_epochs is None:
-        return None
-    if schedule != "progressive" or not isinstance(size_epochs, Sequence) or len(size_epochs) != len(sizes or []):
-        return (
-            "data.size_epochs",
-            f"{size_epochs!r} must give the epochs of each of data.train_sizes={sizes!r}, "
-            "with size_schedule=progressive",
-            "e.g. data.train_sizes=[16,24,32] data.size_schedule=progressive data.size_epochs=[6,3,3]",
-        )
-    for i, n in enumerate(size_epochs):
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            return f"data.size_epochs[{i}]", f"{n!r} is not a positive number of epochs", "e.g. [6,3,3]"
-    return None

@@ -10,7 +10,7 @@ blind to position (a ViT without encoding and with average pooling) is at
 chance, 25%; an encoding that sees either kind of position gets past 50%.
 Horizontal flips change the label: the data config turns them off.
 
-Any resolution, natively (issue 20): the layout (which cells hold the squares,
+Any resolution, natively: the layout (which cells hold the squares,
 their colours, hence the label) is fixed by the seed and the grid of cells
 (``img_size // cell``), so ``make_shapes(..., size=S)`` draws the *same* images
 at S px, each cell ``S / cells`` px wide, with sharp edges and new background

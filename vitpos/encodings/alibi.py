@@ -30,10 +30,9 @@ as Press et al.; the two agree for 4 heads.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
-from .functional import alibi_slopes, euclidean_distance_2d
+from .base import EncodingContext, Grid, GridCache, PositionalEncoding, register
+from .functional import alibi_slopes, euclidean_distance_2d, pad_prefix
 
 
 def alibi_bias(slopes: torch.Tensor, n: int) -> torch.Tensor:
@@ -48,11 +47,6 @@ def alibi_2d_bias(slopes: torch.Tensor, h: int, w: int) -> torch.Tensor:
     return -slopes.float()[:, None, None] * euclidean_distance_2d(h, w)[None]  # (H, N, N)
 
 
-def pad_prefix(bias: torch.Tensor, prefix: int) -> torch.Tensor:
-    """(..., N, N) -> (..., P + N, P + N): zero rows and columns for the prefix (class) tokens."""
-    return F.pad(bias, (prefix, 0, prefix, 0)) if prefix else bias
-
-
 @register
 class ALiBi(PositionalEncoding):
     """Linear distance penalty on the attention logits, one slope per head."""
@@ -64,7 +58,7 @@ class ALiBi(PositionalEncoding):
     def __init__(self, ctx: EncodingContext, strategy: str | None = None):
         super().__init__(ctx, strategy)
         self.register_buffer("slopes", alibi_slopes(ctx.num_heads), persistent=False)  # (H,)
-        self._cache: dict[tuple, torch.Tensor] = {}
+        self._tables = GridCache()
 
     def bias_on(self, grid: Grid) -> torch.Tensor:
         """(H, N, N) float32 bias on the grid tokens (no prefix)."""
@@ -73,13 +67,12 @@ class ALiBi(PositionalEncoding):
 
     def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """(H, P + N, P + N), the same tensor for every block; cached per grid/device/dtype."""
-        key = (*grid, str(device), str(dtype))  # strings: dynamo guards on the key, and cannot rebuild a dtype
 
         def build() -> torch.Tensor:
             bias = pad_prefix(self.bias_on(grid), self.num_prefix_tokens)  # prefix: no bias
             return bias.to(device=device, dtype=dtype)
 
-        return cached_table(self._cache, key, build)
+        return self._tables.get(build, grid, device, dtype=dtype)
 
     def no_weight_decay(self) -> set[str]:
         return set()  # no parameters

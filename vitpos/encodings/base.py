@@ -35,21 +35,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-Grid = tuple[int, ...]
-
-
-def cached_table(cache: dict, key: tuple, build) -> torch.Tensor:
-    """``cache[key]``, built by ``build()`` on a miss.
-
-    Derived tables (rotations, fixed tables, index maps) hold no gradient, and are
-    built outside inference mode: a table first built during evaluation (Lightning
-    validates under ``torch.inference_mode``) would otherwise be an inference
-    tensor, which a later training step cannot save for its backward pass."""
-    table = cache.get(key)
-    if table is None:
-        with torch.inference_mode(False), torch.no_grad():
-            table = cache[key] = build()
-    return table
+from .cache import Grid, GridCache  # noqa: F401  (re-exported: every encoding imports both from here)
 
 
 class OptionError(ValueError):
@@ -81,6 +67,15 @@ def check_positive(option: str, value, fix: str, allow_none: bool = False):
         rule = "must be > 0 or null" if allow_none else "must be a finite number > 0"
         raise OptionError(f"encoding.{option}", f"encoding.{option} {rule}, got {value!r} ({fix})")
     return value
+
+
+def check_head_dim(encoding: str, ctx: EncodingContext, multiple: int) -> None:
+    """A ValueError unless the model's width splits into heads whose width is a multiple of ``multiple``."""
+    if ctx.dim % ctx.num_heads or ctx.head_dim % multiple:
+        raise ValueError(
+            f"encoding '{encoding}' needs a head dim (model.dim / model.num_heads = {ctx.dim}/{ctx.num_heads}) "
+            f"that is a multiple of {multiple}; change model.dim or model.num_heads"
+        )
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,8 @@ import numbers
 import torch
 from torch import nn
 
-from .base import EncodingContext, Grid, OptionError, PositionalEncoding, cached_table, check_choice, register
+from . import functional as fn
+from .base import EncodingContext, Grid, GridCache, OptionError, PositionalEncoding, check_choice, register
 
 VARIANTS = ("ld", "ap")
 MAX_CACHED_GRIDS = 4  # evaluation rotations kept per encoding: (depth, H, P + N, Dh, Dh) float32 per grid
@@ -96,10 +97,11 @@ def apply_rotation(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
     """R x per head and token, in float32, cast back to x's dtype.
 
     x: (B, H, T, Dh); rot: (H, T, Dh, Dh). One batched matmul over the H * T
-    tokens, (B, Dh) @ R^T each: on CPU the dense form beats a per-block einsum
-    (bench: 1.5-2x at b = 8, Dh = 16..64; the batched 8 x 8 products are too
-    small). Autocast is off inside: a bfloat16 matmul would round the rotation
-    to 8 bits. Returns a (B, H, T, Dh) view of a (H, T, B, Dh) tensor.
+    tokens, (B, Dh) @ R^T each: on CPU the dense form beats a per-block einsum,
+    whose batched 8 x 8 products are too small (docs/performance.md, "Why the
+    kernels are written as they are"). Autocast is off inside: a bfloat16 matmul
+    would round the rotation to 8 bits. Returns a (B, H, T, Dh) view of a
+    (H, T, B, Dh) tensor.
     """
     b_, h, t, dh = x.shape
     with torch.autocast(x.device.type, enabled=False):
@@ -126,52 +128,47 @@ class BlockRotaryBase(PositionalEncoding):
     """Per-token block rotations (H, P + N, m, b, b) applied to q and k (ComRoPE, LieRE).
 
     Subclasses build the rotations of one block (``block`` an int: (H, T, m, b, b))
-    or of every block at once (``block`` None: (depth, H, T, m, b, b)). With
-    gradients (training) they are rebuilt at every call, inside the compiled
-    graph; without (evaluation) they are built once per grid for all blocks and
-    cached until a parameter changes (its ``_version`` counts in-place updates:
-    optimizer steps, ``load_state_dict``), for up to ``MAX_CACHED_GRIDS`` grids.
-    Rotations are always built and applied in float32, also under autocast.
+    or of every block at once (``block`` None: (depth, H, T, m, b, b)). While the
+    parameters train (:meth:`GridCache.parameters_train`: with gradients, or compiling)
+    they are rebuilt at every call, inside the compiled graph; otherwise (evaluation)
+    they are built once per grid for all blocks and cached until a parameter changes
+    (its ``_version`` counts in-place updates: optimizer steps, ``load_state_dict``),
+    for up to ``MAX_CACHED_GRIDS`` grids. Rotations are always built and applied in
+    float32, also under autocast.
     """
 
     grid_dims = (2,)
 
     def __init__(self, ctx: EncodingContext, strategy: str | None = None):
         super().__init__(ctx, strategy)
-        self._cache: dict[tuple, tuple[torch.Tensor, ...]] = {}
-        self._cache_version: tuple | None = None
+        self._tables = GridCache(MAX_CACHED_GRIDS)  # evaluating size after size: keep memory bounded
 
-    def build_rotations(self, grid: Grid, block: int | None) -> torch.Tensor:
+    def build_rotation(self, grid: Grid, block: int | None, device: torch.device) -> torch.Tensor:
+        """The rotation blocks of block ``block`` (None: of every block) on ``grid``, on ``device``."""
         raise NotImplementedError
 
-    def param_version(self) -> tuple:
-        return tuple((p.data_ptr(), p._version) for p in self.parameters())
-
-    def rotations(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
+    def rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
         """(H, P + N, Dh, Dh) float32 block-diagonal rotations of block ``block`` on ``grid``."""
         grid = tuple(grid)
-        if torch.is_grad_enabled() or torch.compiler.is_compiling():
-            return self.float32_rotations(grid, block).to(device)
-        version = self.param_version()
-        if version != self._cache_version:  # parameters changed: every cached rotation is stale
-            self._cache.clear()
-            self._cache_version = version
-        key = (grid, self.strategy, str(device))
-        if key not in self._cache and len(self._cache) >= MAX_CACHED_GRIDS:
-            self._cache.clear()  # evaluating size after size: keep memory bounded
-        return cached_table(self._cache, key, lambda: self.float32_rotations(grid, None).to(device).unbind(0))[block]
+        if GridCache.parameters_train():
+            return self.float32_rotations(grid, block, device)
 
-    def float32_rotations(self, grid: Grid, block: int | None) -> torch.Tensor:
+        def every_block() -> tuple[torch.Tensor, ...]:
+            return self.float32_rotations(grid, None, device).unbind(0)
+
+        return self._tables.get(every_block, grid, device, self.strategy, version=GridCache.version_of(self))[block]
+
+    def float32_rotations(self, grid: Grid, block: int | None, device: torch.device) -> torch.Tensor:
         """The block-diagonal (..., H, P + N, Dh, Dh) rotations, built in float32 also under autocast."""
         with torch.autocast(self._param_device_type(), enabled=False):
-            return block_diagonal(self.build_rotations(grid, block))
+            return block_diagonal(self.build_rotation(grid, block, device))
 
     def _param_device_type(self) -> str:
         param = next(self.parameters(), None)
         return "cpu" if param is None else param.device.type
 
     def rotate_qk(self, q, k, grid, block):
-        rot = self.rotations(grid, block, q.device)  # (H, P + N, Dh, Dh)
+        rot = self.rotation(grid, block, q.device)  # (H, P + N, Dh, Dh)
         return apply_rotation(q, rot), apply_rotation(k, rot)
 
     def _block_slice(self, p: torch.Tensor, block: int | None) -> torch.Tensor:
@@ -240,19 +237,17 @@ class ComRoPE(BlockRotaryBase):
             return theta[:, None, :, :, None, None] * s[:, :, None]
         return self.axis_mask[None, None, :, :, None, None] * s[:, :, None]
 
-    def build_rotations(self, grid: Grid, block: int | None) -> torch.Tensor:
+    def build_rotation(self, grid, block, device):
         gen = self.generators(block)  # (L, H, 2, m, b, b)
-        device, p = gen.device, self.num_prefix_tokens
         (h, w), cls = grid, 0.0 if self.cls_position is None else float(self.cls_position)
         per_axis = []
         for axis, coords in enumerate(self.coordinates(grid)):
             values = torch.cat([torch.full((1,), cls), coords]).to(device)  # (1 + n,): the class token's first
             per_axis.append(torch.linalg.matrix_exp(values[:, None, None, None] * gen[:, :, axis, None]))
         # (L, H, 1 + n_a, m, b, b) each: exp(x_a A_a) for every coordinate value x_a of axis a
-        rows = torch.arange(h, device=device).repeat_interleave(w) + 1  # (N,) row-major token -> row value
-        cols = torch.arange(w, device=device).repeat(h) + 1
-        lead = torch.zeros(p, dtype=torch.long, device=device)  # class tokens: the value at index 0
-        rot = per_axis[0][:, :, torch.cat([lead, rows])] @ per_axis[1][:, :, torch.cat([lead, cols])]
+        lead = torch.zeros(self.num_prefix_tokens, 2, dtype=torch.long)  # class tokens: the values at index 0
+        index = torch.cat([lead, 1 + fn.grid_points(torch.arange(h), torch.arange(w))]).to(device)  # (P + N, 2)
+        rot = per_axis[0][:, :, index[:, 0]] @ per_axis[1][:, :, index[:, 1]]
         return self._finish(rot, block)  # (L, H, P + N, m, b, b), or without L
 
     def extra_repr(self) -> str:

@@ -81,9 +81,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .alibi import pad_prefix
-from .base import EncodingContext, Grid, OptionError, PositionalEncoding, cached_table, check_positive, register
-from .functional import relative_position_index_2d
+from .base import EncodingContext, Grid, GridCache, OptionError, PositionalEncoding, check_positive, register
+from .functional import grid_points, pad_prefix, relative_position_index_2d
 
 EPS = 1e-6  # the reference's eps on the normaliser
 
@@ -93,7 +92,7 @@ def offset_table_2d(h: int, w: int) -> torch.Tensor:
     :func:`functional.relative_position_index_2d` (dy major, both from the most negative)."""
     dy = torch.arange(-(h - 1), h, dtype=torch.float32)
     dx = torch.arange(-(w - 1), w, dtype=torch.float32)
-    return torch.stack(torch.meshgrid(dy, dx, indexing="ij"), -1).reshape(-1, 2)  # (E, 2)
+    return grid_points(dy, dx)  # (E, 2)
 
 
 def fire_psi(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
@@ -159,17 +158,16 @@ class FIRE2D(PositionalEncoding):
         self.b2 = nn.Parameter(_uniform((tables, ctx.num_heads), fan_in=mlp_width))  # (T, H)
         self.c = nn.Parameter(torch.full((tables,), float(init_c)))  # (T,)
         self.threshold_scale = nn.Parameter(torch.ones(tables))  # (T,), the reference's L_multiplier
-        self._cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._tables = GridCache()
 
     def offsets_and_index(self, grid: Grid, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """The distinct offsets ((2h-1)(2w-1), 2) and the (N, N) index of each token pair into them."""
         h, w = grid
-        key = (h, w, str(device))
 
         def build() -> tuple[torch.Tensor, torch.Tensor]:
             return offset_table_2d(h, w).to(device), relative_position_index_2d(h, w).to(device)
 
-        return cached_table(self._cache, key, build)
+        return self._tables.get(build, grid, device)
 
     def threshold(self, block: int) -> torch.Tensor:
         """L for block ``block`` (a scalar tensor)."""

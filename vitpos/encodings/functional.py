@@ -69,10 +69,24 @@ def axis_positions(n: int, n_train: int, interpolate: bool, image: bool, align: 
     return pos * n_train / n if n > n_train else pos
 
 
+def grid_points(ys: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
+    """(h*w, 2) (y, x) points of a row-major grid from its row values ys (h,) and column values xs (w,)."""
+    yy, xx = torch.meshgrid(ys, xs, indexing="ij")  # (h, w) each
+    return torch.stack([yy.flatten(), xx.flatten()], -1)
+
+
+def grid_positions(grid: tuple[int, ...], train_grid: tuple[int, ...], interpolate: bool, align: str) -> torch.Tensor:
+    """(N, len(grid)) float32 positions of the row-major grid tokens, per axis (y, x on images) from
+    :func:`axis_positions` against the training grid."""
+    if len(grid) == 1:
+        return axis_positions(grid[0], train_grid[0], interpolate, False, align)[:, None]  # (N, 1)
+    (h, w), (ht, wt) = grid, train_grid
+    return grid_points(axis_positions(h, ht, interpolate, True, align), axis_positions(w, wt, interpolate, True, align))
+
+
 def grid_coords(h: int, w: int, device=None) -> torch.Tensor:
     """(h*w, 2) float (y, x) coordinates of a row-major patch grid."""
-    ys, xs = torch.meshgrid(torch.arange(h, device=device), torch.arange(w, device=device), indexing="ij")
-    return torch.stack([ys.flatten(), xs.flatten()], -1).float()
+    return grid_points(torch.arange(h, device=device), torch.arange(w, device=device)).float()
 
 
 def key_offsets_2d(h: int, w: int) -> torch.Tensor:
@@ -258,14 +272,13 @@ def apply_rotary(x: torch.Tensor, rot: torch.Tensor, layout: str = "interleaved"
     by up to 2 radians (tests/test_bf16.py checks the float32 path).
     Pairs are (2i, 2i+1) for ``interleaved`` (RoFormer, Meta's LLaMA) or
     (i, i + Dh/2) for ``half`` (GPT-NeoX, HF "rotate_half"). Why the complex
-    multiply: in eager mode on CPU it is several times faster than the
-    rotate-half form (bench/rope.py, forward + backward on CPU:
-    2.6x a compiled rotate-half at N = 1024, 4-5x timm's and
-    rotary-embedding-torch's rotations at a ViT shape).
-    Under ``torch.compile`` the ``half`` layout is written in real arithmetic,
-    which inductor fuses into one kernel (1.7x a compiled textbook rotate-half,
-    where the complex form with its two layout copies is 0.8x); the interleaved
-    complex multiply stays, as it beats its fused real form (bench/rope.py).
+    multiply: in eager mode on CPU it beats the rotate-half form, compiled or
+    not, and timm's and rotary-embedding-torch's rotations (one fused complex
+    product instead of several real ones). Under ``torch.compile`` the ``half``
+    layout is written in real arithmetic, which inductor fuses into one kernel,
+    where the complex form pays for its two layout copies; the interleaved
+    complex multiply stays, as it beats its fused real form. The figures:
+    docs/performance.md, "Why the kernels are written as they are" (bench/rope.py).
     """
     dh = x.shape[-1]
     if layout not in ("interleaved", "half"):
@@ -288,26 +301,39 @@ def _rotate_half_real(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
     return torch.cat([a * cos - b * sin, a * sin + b * cos], -1).type_as(x)
 
 
-def rotate_half_reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The textbook rotate-half form x*cos + rotate_half(x)*sin, for tests and benchmarks.
+def on_grid_tokens(q: torch.Tensor, k: torch.Tensor, prefix: int, rotate, prefix_scale: float = 1.0):
+    """``rotate`` applied to the grid tokens of q and k (B, H, P + N, Dh); the ``prefix`` (class)
+    tokens in front pass unrotated, times ``prefix_scale`` (YaRN's temperature) unless it is 1."""
+    if prefix == 0:
+        return rotate(q), rotate(k)
 
-    cos, sin: (..., N, Dh/2), pairs (i, i + Dh/2).
-    """
-    x1, x2 = x.chunk(2, dim=-1)
-    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
-    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+    def one(x: torch.Tensor) -> torch.Tensor:
+        head = x[:, :, :prefix] if prefix_scale == 1.0 else x[:, :, :prefix] * prefix_scale
+        return torch.cat([head, rotate(x[:, :, prefix:])], dim=2)  # (B, H, P + N, Dh')
+
+    return one(q), one(k)
 
 
 # ------------------------------------------------------------------- offsets
 
 
-def relative_position_index_2d(h: int, w: int) -> torch.Tensor:
+def relative_position_index_2d(h: int, w: int, table_grid: tuple[int, int] | None = None) -> torch.Tensor:
     """Swin's index: (h*w, h*w) ints in [0, (2h-1)(2w-1)), a bijection of the
-    (dy, dx) offsets of every token pair onto a flat table (Liu et al., 2021)."""
-    ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
-    coords = torch.stack([ys.flatten(), xs.flatten()])  # (2, N)
+    (dy, dx) offsets q - k of every token pair onto a flat table (Liu et al., 2021).
+
+    ``table_grid`` (h_t, w_t): index the (2h_t-1)(2w_t-1) table of that grid instead, each offset
+    clamped to its range (the grid's own by default, where nothing is clamped)."""
+    ht, wt = (h, w) if table_grid is None else table_grid
+    coords = grid_points(torch.arange(h), torch.arange(w)).t()  # (2, N)
     rel = coords[:, :, None] - coords[:, None, :]  # (2, N, N) offsets q - k
-    return (rel[0] + h - 1) * (2 * w - 1) + (rel[1] + w - 1)  # (N, N)
+    dy = rel[0].clamp(-(ht - 1), ht - 1) + ht - 1
+    dx = rel[1].clamp(-(wt - 1), wt - 1) + wt - 1
+    return dy * (2 * wt - 1) + dx  # (N, N)
+
+
+def pad_prefix(bias: torch.Tensor, prefix: int) -> torch.Tensor:
+    """(..., N, N) -> (..., P + N, P + N): zero rows and columns for the prefix (class) tokens."""
+    return F.pad(bias, (prefix, 0, prefix, 0)) if prefix else bias
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:

@@ -17,8 +17,8 @@ by p_0 f_0 + p_1 f_1, RoPE-Mixed, which is how the authors' code runs its
 
 Cost: one dense b x b matrix_exp per token, head and block, forward and
 backward (the backward is an exponential of a 2b x 2b matrix): with b the
-head width this dominates the step on CPU (bench, batch 128: 1.3-1.8x rope_2d at
-d96/h3/Dh 32, 2x in bf16); ``block_size=8`` builds them 6x faster. Compiles in one graph.
+head width this dominates the step on CPU (the slowest encoding here, see
+docs/performance.md); ``block_size=8`` makes them far cheaper. Compiles in one graph.
 
 Conventions from the authors' code (StanfordMIMI/LieRE at 6a7823b:
 ``models/rope_vit.py``: ``PositionEncoderBase``, ``LierePositionEncoder``,
@@ -66,7 +66,7 @@ from torch import nn
 
 from .base import EncodingContext, Grid, OptionError, register
 from .comrope import BlockRotaryBase, check_block_size
-from .functional import packed_skew, skew_index
+from .functional import grid_points, packed_skew, skew_index
 
 
 @register
@@ -111,16 +111,15 @@ class LieRE(BlockRotaryBase):
                 axes.append(torch.linspace(0, 1, n))
             else:
                 axes.append(torch.arange(n, dtype=torch.float32) / max(nt - 1, 1))
-        ys, xs = torch.meshgrid(*axes, indexing="ij")
-        return torch.stack([ys.flatten(), xs.flatten()], -1)  # (N, 2)
+        return grid_points(*axes)  # (N, 2)
 
     def skew_generators(self, block: int | None) -> torch.Tensor:
         """(L, H, axes, m, b, b) float32 skew-symmetric generators, L = 1 or depth."""
         return packed_skew(self._block_slice(self.generators, block).float(), self.skew_index)
 
-    def build_rotations(self, grid: Grid, block: int | None) -> torch.Tensor:
+    def build_rotation(self, grid, block, device):
         gen = self.skew_generators(block)  # (L, H, 2, m, b, b)
-        coords = self.coordinates(grid).to(gen.device)
+        coords = self.coordinates(grid).to(device)
         pos = torch.cat([coords.new_zeros(self.num_prefix_tokens, 2), coords])  # (P + N, 2): class tokens at 0
         # p_0 A_0 + p_1 A_1 as a pointwise sum, not an einsum: under inductor the einsum's permuted bmm output
         # reached matrix_exp's fallback kernel non-contiguous (an explicit .contiguous() was dropped), which fails

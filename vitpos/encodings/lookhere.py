@@ -82,9 +82,8 @@ from collections.abc import Sequence
 
 import torch
 
-from .alibi import pad_prefix
-from .base import EncodingContext, Grid, OptionError, PositionalEncoding, cached_table, check_positive, register
-from .functional import key_offsets_2d
+from .base import EncodingContext, Grid, GridCache, OptionError, PositionalEncoding, check_positive, register
+from .functional import key_offsets_2d, pad_prefix
 
 # Directions per field of view, ordered so that each pair is opposite; the first four are the
 # authors' first group (halves, corners, eighths1 paired with its opposite), the next four the second.
@@ -188,12 +187,11 @@ class LookHere(PositionalEncoding):
         layer = torch.linspace(self.layer_slopes[0], self.layer_slopes[1], ctx.depth)  # (depth,)
         slopes = self.global_slope * layer[:, None] * torch.tensor(head_slopes)[None, :]  # (depth, H)
         self.register_buffer("slopes", slopes, persistent=False)
-        self._cache: dict[tuple, tuple[torch.Tensor, ...]] = {}
+        self._tables = GridCache()
 
     def biases(self, grid: Grid, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
         """One (H, P + N, P + N) bias per block, built together once per grid/device/dtype."""
         h, w = grid
-        key = (h, w, str(device), str(dtype))  # strings: dynamo cannot guard on a dtype key
 
         def build() -> tuple[torch.Tensor, ...]:
             penalty = lookhere_penalty(h, w, self.slopes.cpu())  # (depth, H, N, N) float32
@@ -202,7 +200,7 @@ class LookHere(PositionalEncoding):
             bias = penalty.to(dtype).masked_fill(hidden, torch.finfo(dtype).min / 2)
             return pad_prefix(bias, self.num_prefix_tokens).to(device).unbind(0)  # class token: zero rows/columns
 
-        return cached_table(self._cache, key, build)
+        return self._tables.get(build, grid, device, dtype=dtype)
 
     def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         """(H, P + N, P + N) for block ``block``."""

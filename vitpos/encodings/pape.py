@@ -77,8 +77,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import EncodingContext, Grid, OptionError, PositionalEncoding, cached_table, check_choice, register
-from .functional import ALIGN_MODES, axis_positions
+from .base import EncodingContext, Grid, GridCache, OptionError, PositionalEncoding, check_choice, register
+from .functional import ALIGN_MODES, grid_positions
 
 CLS_POSITIONS = ("origin", "none")
 CHANNEL_MULTIPLE = 8  # q/k widths are padded to a multiple of 8, as the authors do for the attention kernels
@@ -89,13 +89,7 @@ def parabola_positions(grid: Grid, train_grid: Grid, interpolate: bool, align: s
     prefix tokens at the origin, minus the mean patch position (the bias sees only differences).
 
     ``interpolate``: each axis mapped onto the trained range (position interpolation, ``align``)."""
-    image = len(grid) == 2
-    axes = [1 + axis_positions(n, nt, interpolate, image, align) for n, nt in zip(grid, train_grid)]
-    if image:
-        ys, xs = torch.meshgrid(axes[0], axes[1], indexing="ij")  # (h, w) each
-        patches = torch.stack([xs.flatten(), ys.flatten()], -1)  # (N, 2): x = column, y = row, row-major
-    else:
-        patches = axes[0][:, None]  # (N, 1)
+    patches = 1 + grid_positions(grid, train_grid, interpolate, align).flip(-1)  # (N, P_axes): x = column, y = row
     pos = torch.cat([torch.zeros(prefix, patches.shape[1]), patches])  # (P + N, P_axes)
     return pos - patches.mean(0)
 
@@ -115,7 +109,7 @@ class _Parabolic(PositionalEncoding):
         features = self.num_features()
         self.width = CHANNEL_MULTIPLE * math.ceil((ctx.head_dim + features) / CHANNEL_MULTIPLE)
         self.pad = self.width - ctx.head_dim - features
-        self._cache: dict[tuple, tuple[torch.Tensor, ...]] = {}
+        self._tables = GridCache()
 
     def num_features(self) -> int:
         raise NotImplementedError
@@ -131,7 +125,6 @@ class _Parabolic(PositionalEncoding):
     def tables(self, grid: Grid, device: torch.device) -> tuple[torch.Tensor, ...]:
         """Grid-only parts, cached: positions (T, P), padded key channels (T, E + pad),
         and which tokens take part (T, 1, 1) (all but the prefix with ``cls_position=none``)."""
-        key = (tuple(grid), self.strategy, str(device))
 
         def build():
             p = self.num_prefix_tokens
@@ -142,7 +135,7 @@ class _Parabolic(PositionalEncoding):
             keys = F.pad(self.key_features(pos) * active[:, 0], (0, self.pad))  # (T, E + pad)
             return pos.to(device), keys.to(device), active.to(device)
 
-        return cached_table(self._cache, key, build)
+        return self._tables.get(build, grid, device, self.strategy)
 
     def rotate_qk(self, q, k, grid, block):
         """q, k: (B, H, T, Dh) -> (B, H, T, width): the original channels, then the parabola's."""
@@ -170,7 +163,8 @@ class _Parabolic(PositionalEncoding):
 
 def softplus(z: torch.Tensor) -> torch.Tensor:
     """log(1 + e^z), z beyond 20 passed through, as the authors' Triton kernels compute it;
-    here because ATen's CPU softplus (log1p) is unvectorized: 20x slower than exp + log."""
+    here because ATen's CPU softplus (log1p) is unvectorized, far slower than exp + log
+    (docs/performance.md, "Why the kernels are written as they are")."""
     return torch.where(z > 20, z, torch.log(1 + torch.exp(z.clamp(max=20))))
 
 

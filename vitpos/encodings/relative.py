@@ -6,19 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import EncodingContext, Grid, PositionalEncoding, cached_table, register
+from .base import EncodingContext, Grid, GridCache, PositionalEncoding, register
 from .functional import relative_position_index_2d
-
-
-def clamped_relative_index_2d(grid: Grid, train_grid: Grid) -> torch.Tensor:
-    """Index (N, N) into the *trained* (2h_t-1)(2w_t-1) table, offsets clamped to the trained range."""
-    (h, w), (ht, wt) = grid, train_grid
-    ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
-    coords = torch.stack([ys.flatten(), xs.flatten()])  # (2, N)
-    rel = coords[:, :, None] - coords[:, None, :]  # (2, N, N)
-    dy = rel[0].clamp(-(ht - 1), ht - 1) + ht - 1
-    dx = rel[1].clamp(-(wt - 1), wt - 1) + wt - 1
-    return dy * (2 * wt - 1) + dx  # (N, N)
 
 
 @register
@@ -47,18 +36,17 @@ class RelativeBias2D(PositionalEncoding):
         self.shared = shared
         tables = 1 if shared else ctx.depth
         self.tables = nn.Parameter(torch.randn(tables, entries, ctx.num_heads) * init_std)  # (T, E, H)
-        self._index_cache: dict[tuple, torch.Tensor] = {}
+        self._tables = GridCache()
 
     def index_for(self, grid: Grid, device: torch.device) -> torch.Tensor:
         """(N, N) long index, built once per grid/strategy/device."""
-        key = (tuple(grid), self.strategy, str(device))
 
         def build() -> torch.Tensor:
             if tuple(grid) == self.train_grid or self.strategy == "interpolate":
                 return relative_position_index_2d(*grid).to(device)
-            return clamped_relative_index_2d(grid, self.train_grid).to(device)
+            return relative_position_index_2d(*grid, table_grid=self.train_grid).to(device)  # offsets clamped
 
-        return cached_table(self._index_cache, key, build)
+        return self._tables.get(build, grid, device, self.strategy)
 
     def offset_table(self, block: int, grid: Grid) -> torch.Tensor:
         """(E', H): the offset entries for ``grid`` (resized if needed), then the class entries."""

@@ -5,28 +5,8 @@ q_m . k_n depends on positions only through m - n (Su et al. 2021, RoFormer).
 Prefix (class) tokens are never rotated. Angles are computed in float32, also
 under autocast, and fixed rotation tables are cached per grid/strategy/device.
 
-Strategies for grids beyond the training grid (shared by 1D and 2D; on images
-each axis is scaled on its own, s = new / trained size of that axis):
-
-- ``extrapolate``: integer positions past the trained range (RoPE-ViT's eval);
-- ``interpolate`` (alias ``linear``): position interpolation (Chen et al. 2023);
-- ``ntk``: NTK-aware base scaling base * s^(d/(d-2)) (bloc97 2023);
-- ``dynamic``: NTK with s = max(1, n / n_train), i.e. plain RoPE up to the
-  training length (Emozilla 2023, HF ``dynamic``);
-- ``yarn``: per-frequency ramp between interpolation and extrapolation, with
-  every logit multiplied by (0.1 ln s + 1)^2 (Peng et al. 2023). The ramp
-  (``yarn_ramp``) is by default the authors' released code and HF's
-  ``_compute_yarn_parameters`` (``index``: linear over the pair index), or the
-  paper's equations (``turns``: linear in the turns per training length).
-
-``scale`` fixes s for ``interpolate``/``ntk``/``yarn``; by default s is the
-ratio of the current grid to the training grid, and s <= 1 leaves NTK and
-YaRN as plain RoPE. ``align`` sets how ``interpolate`` maps image axes (see
-:func:`vitpos.encodings.functional.axis_positions`).
-
-The YaRN factor multiplies q and k of *every* token, prefix tokens included,
-so all logits share one temperature: on the grid tokens it rides in the cached
-rotation's magnitude, on the (unrotated) prefix tokens it is a plain multiply.
+Strategies for grids beyond the training grid (interpolation, NTK, dynamic,
+YaRN): :mod:`vitpos.encodings.rope_scaling`.
 
 Partial rotation (every encoding here), at no extra cost: an unrotated pair is
 a pair whose angle is 0, i.e. 1 + 0j in the same table (times the YaRN factor).
@@ -57,19 +37,18 @@ from . import functional as fn
 from .base import (
     EncodingContext,
     Grid,
+    GridCache,
     OptionError,
     PositionalEncoding,
-    cached_table,
-    check_choice,
+    check_head_dim,
     check_positive,
     register,
 )
-from .functional import ALIGN_MODES, axis_positions
+from .functional import axis_positions
+from .rope_scaling import ROPE_STRATEGIES, RopeScaling
 
-ROPE_STRATEGIES = ("extrapolate", "interpolate", "ntk", "dynamic", "yarn")
 
-
-class _RotaryBase(PositionalEncoding):
+class _RotaryBase(RopeScaling, PositionalEncoding):
     strategies = ROPE_STRATEGIES
     strategy_aliases = {"linear": "interpolate"}  # HF's rope_type "linear" is position interpolation
     rot_axes = 1  # how many grid axes the frequencies are split over
@@ -89,39 +68,18 @@ class _RotaryBase(PositionalEncoding):
         rotate_heads: int | None = None,
     ):
         super().__init__(ctx, strategy)
-        need = 2 * self.rot_axes
-        if ctx.head_dim % need or ctx.dim % ctx.num_heads:
-            raise ValueError(
-                f"encoding '{self.name}' needs a head dim (model.dim / model.num_heads = "
-                f"{ctx.dim}/{ctx.num_heads}) that is a multiple of {need}; change model.dim or model.num_heads"
-            )
+        check_head_dim(self.name, ctx, 2 * self.rot_axes)
         if layout not in ("interleaved", "half"):
             raise OptionError(
                 "encoding.layout", f"unknown RoPE layout '{layout}'; valid: interleaved, half (encoding.layout=...)"
             )
         check_positive("base", base, f"e.g. the default of {self.name}, {self.option_default('base')}")
-        check_positive("scale", scale, "null: new size / training size", allow_none=True)
-        self.base, self.scale, self.layout = base, scale, layout
-        if yarn_ramp not in fn.YARN_RAMPS:
-            raise OptionError(
-                "encoding.yarn_ramp",
-                f"unknown yarn_ramp '{yarn_ramp}'; valid: index (the authors' code and HF, default), "
-                "turns (the paper's equations); set encoding.yarn_ramp=...",
-            )
-        check_positive("beta_slow", beta_slow, "e.g. the default, 1")
-        check_positive("beta_fast", beta_fast, "e.g. the default, 32")
-        if beta_fast <= beta_slow:
-            raise OptionError(
-                "encoding.beta_fast",
-                f"encoding.beta_fast ({beta_fast}) must be above encoding.beta_slow ({beta_slow}) "
-                "(the defaults are 32 and 1)",
-            )
-        self.beta_fast, self.beta_slow, self.yarn_ramp = beta_fast, beta_slow, yarn_ramp
-        self.align = check_choice(self.name, "align", align, ALIGN_MODES)
+        self.base, self.layout = base, layout
+        self.init_scaling(scale, beta_fast, beta_slow, yarn_ramp, align)
         self.rotate_fraction, self.rotate_heads = rotate_fraction, rotate_heads
         # (H or 1, 1, Dh/2) bool: which pairs of which heads turn; None: all (the plain path)
         self.register_buffer("turning", self.turning_pairs(ctx, rotate_fraction, rotate_heads), persistent=False)
-        self._cache: dict[tuple, torch.Tensor] = {}
+        self._tables = GridCache()
 
     def turning_pairs(self, ctx: EncodingContext, fraction, heads) -> torch.Tensor | None:
         """The pairs that rotate (see the module docstring), validated; None when every pair of every head does."""
@@ -159,58 +117,24 @@ class _RotaryBase(PositionalEncoding):
             return angles
         return torch.where(self.turning.to(angles.device), angles, 0.0)  # (H or 1, N, Dh/2)
 
-    # -------------------------------------------------------------- per axis
-    def axis_scale(self, n: int, n_train: int) -> float:
-        """s for NTK/YaRN: the fixed ``scale`` if set (not for ``dynamic``), else
-        the length ratio, never below 1 (shorter grids need no scaling)."""
-        if self.scale is not None and self.strategy != "dynamic":
-            return float(self.scale)
-        return max(1.0, n / n_train)
-
-    def axis_angles(self, n: int, n_train: int, inv_freq: torch.Tensor, image: bool) -> torch.Tensor:
-        """Angles (n, len(inv_freq)) in float32 along one axis."""
-        strategy, s = self.strategy, self.axis_scale(n, n_train)
-        pos = torch.arange(n, dtype=torch.float32)
-        if strategy == "interpolate":
-            pos = axis_positions(n, n_train, True, image, self.align) if self.scale is None else pos / s
-        elif strategy in ("ntk", "dynamic") and s > 1:
-            d = 2 * len(inv_freq)  # width rotated along this axis
-            exponent = torch.arange(len(inv_freq), dtype=torch.float32) * 2 / d  # 2i/d
-            inv_freq = inv_freq * (self.base / fn.ntk_base(self.base, s, d)) ** exponent  # == base'^(-2i/d)
-        elif strategy == "yarn":
-            inv_freq = fn.yarn_inv_freq(inv_freq, s, n_train, self.beta_fast, self.beta_slow, self.yarn_ramp, self.base)
-        return torch.outer(pos, inv_freq)
-
-    def qk_magnitude(self, grid: Grid) -> float:
-        """The multiplier of q and k of every token: YaRN's 0.1 ln s + 1 (so
-        logits scale by its square), the geometric mean over the axes of 2D
-        RoPE; 1 for every other strategy."""
-        if self.strategy != "yarn":
-            return 1.0
-        if self.rot_axes == 1:
-            return fn.yarn_attention_factor(self.axis_scale(math.prod(grid), math.prod(self.train_grid)))
-        factors = [fn.yarn_attention_factor(self.axis_scale(n, nt)) for n, nt in zip(grid, self.train_grid)]
-        return math.prod(factors) ** (1 / len(factors))
-
     # ----------------------------------------------------------------- hook
     def rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
-        """Complex rotations (N, Dh/2), or (H, N, Dh/2) for per-head frequencies."""
-        key = (tuple(grid), self.strategy, self.scale, self.yarn_ramp, str(device))
-        return cached_table(self._cache, key, lambda: self.build_rotation(tuple(grid)).to(device))
+        """Complex rotations (N, Dh/2), or (H, N, Dh/2) for per-head frequencies; a fixed
+        spectrum's are cached per grid, strategy and device."""
+        grid = tuple(grid)
+        return self._tables.get(
+            lambda: self.build_rotation(grid, block, device), grid, device, self.strategy, self.scale, self.yarn_ramp
+        )
 
-    def build_rotation(self, grid: Grid) -> torch.Tensor:
+    def build_rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
+        """The rotations of block ``block`` on ``grid``, on ``device``, built afresh."""
         raise NotImplementedError
 
     def rotate_qk(self, q, k, grid, block):
         rot = self.rotation(grid, block, q.device)  # magnitude qk_magnitude(grid) on grid tokens
         p = self.num_prefix_tokens
-        if p == 0:
-            return fn.apply_rotary(q, rot, self.layout), fn.apply_rotary(k, rot, self.layout)
-        m = self.qk_magnitude(grid)  # prefix tokens are not rotated but share the temperature
-        q_pre, k_pre = (q[:, :, :p], k[:, :, :p]) if m == 1.0 else (q[:, :, :p] * m, k[:, :, :p] * m)
-        q = torch.cat([q_pre, fn.apply_rotary(q[:, :, p:], rot, self.layout)], dim=2)
-        k = torch.cat([k_pre, fn.apply_rotary(k[:, :, p:], rot, self.layout)], dim=2)
-        return q, k
+        m = self.qk_magnitude(grid) if p else 1.0  # prefix tokens are not rotated but share the temperature
+        return fn.on_grid_tokens(q, k, p, lambda x: fn.apply_rotary(x, rot, self.layout), prefix_scale=m)
 
     def extra_repr(self) -> str:
         extra = f"{super().extra_repr()}, base={self.base}, layout={self.layout}"
@@ -228,11 +152,12 @@ class RoPE1D(_RotaryBase):
 
     name = "rope_1d"
 
-    def build_rotation(self, grid: Grid) -> torch.Tensor:
+    def build_rotation(self, grid, block, device):
         n, n_train = math.prod(grid), math.prod(self.train_grid)
         inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 2, self.base)
         angles = self.axis_angles(n, n_train, inv_freq, image=len(grid) == 2)
-        return fn.rope_angles_to_complex(self.partial(angles), self.qk_magnitude(grid))  # (N, Dh/2) or (H, N, Dh/2)
+        rot = fn.rope_angles_to_complex(self.partial(angles), self.qk_magnitude(grid))  # (N, Dh/2) or (H, N, Dh/2)
+        return rot.to(device)
 
 
 @register
@@ -248,15 +173,14 @@ class RoPE2D(_RotaryBase):
     def __init__(self, ctx: EncodingContext, strategy: str | None = None, base: float = 100.0, **kw):
         super().__init__(ctx, strategy, base=base, **kw)
 
-    def build_rotation(self, grid: Grid) -> torch.Tensor:
+    def build_rotation(self, grid, block, device):
         (h, w), (ht, wt) = grid, self.train_grid
         inv_freq = fn.rope_inv_freq(self.ctx.head_dim // 4, self.base)  # (Dh/4,): base^(-4i/Dh)
         ang_x = self.axis_angles(w, wt, inv_freq, image=True)  # (w, Dh/4)
         ang_y = self.axis_angles(h, ht, inv_freq, image=True)  # (h, Dh/4)
-        angles = torch.cat([ang_x[None, :, :].expand(h, w, -1), ang_y[:, None, :].expand(h, w, -1)], dim=-1).reshape(
-            h * w, -1
-        )  # (h*w, Dh/2)
-        return fn.rope_angles_to_complex(self.partial(angles), self.qk_magnitude(grid))
+        angles = torch.cat([ang_x[None, :, :].expand(h, w, -1), ang_y[:, None, :].expand(h, w, -1)], dim=-1)
+        angles = angles.reshape(h * w, -1)  # (h*w, Dh/2)
+        return fn.rope_angles_to_complex(self.partial(angles), self.qk_magnitude(grid)).to(device)
 
 
 class _LearnedFrequencies(_RotaryBase):
@@ -265,19 +189,17 @@ class _LearnedFrequencies(_RotaryBase):
 
     strategies = ("extrapolate", "interpolate")
 
-    def rotation(self, grid, block, device):  # parameters change: no cache
+    def rotation(self, grid, block, device):  # parameters train: built afresh at every call, never cached
         return self.build_rotation(tuple(grid), block, device)
 
     def positions(self, grid: Grid, device: torch.device) -> list[torch.Tensor]:
+        """[x (N,)] of the token index for 1D RoPE, or [x (N,), y (N,)] on the 2D grid."""
         interp = self.strategy == "interpolate"
         if len(grid) == 1 or self.rot_axes == 1:
             n, nt = math.prod(grid), math.prod(self.train_grid)
             return [axis_positions(n, nt, interp, len(grid) == 2, self.align).to(device)]
-        (h, w), (ht, wt) = grid, self.train_grid
-        ys = axis_positions(h, ht, interp, True, self.align)
-        xs = axis_positions(w, wt, interp, True, self.align)
-        yy, xx = torch.meshgrid(ys, xs, indexing="ij")
-        return [xx.flatten().to(device), yy.flatten().to(device)]  # (N,), (N,)
+        ys, xs = fn.grid_positions(grid, self.train_grid, interp, self.align).t().contiguous().to(device)
+        return [xs, ys]  # (N,), (N,)
 
 
 @register

@@ -56,10 +56,11 @@ from . import functional as fn
 from .base import (
     EncodingContext,
     Grid,
+    GridCache,
     OptionError,
     PositionalEncoding,
-    cached_table,
     check_choice,
+    check_head_dim,
     check_positive,
     register,
 )
@@ -81,8 +82,7 @@ def patch_centres(grid: Grid, ref: Grid, mode: str) -> torch.Tensor:
     """(h*w, 2) float32 (y, x) centres of a row-major grid, normalised by the sizes of ``ref``."""
     d = {"separate": tuple(ref), "min": (min(ref),) * 2, "max": (max(ref),) * 2}[mode]
     ys, xs = (torch.arange(0.5, n, dtype=torch.float32) / dn for n, dn in zip(grid, d))
-    coords = torch.stack(torch.meshgrid(ys, xs, indexing="ij"), dim=-1).flatten(0, 1)  # (h*w, 2)
-    return 2.0 * coords - 1.0
+    return 2.0 * fn.grid_points(ys, xs) - 1.0  # (h*w, 2)
 
 
 def dinov3_rotation(coords: torch.Tensor, periods: torch.Tensor) -> torch.Tensor:
@@ -125,11 +125,7 @@ class RoPE2DDinoV3(PositionalEncoding):
         rescale_coords: float | None = 2.0,
     ):
         super().__init__(ctx, strategy)
-        if ctx.dim % ctx.num_heads or ctx.head_dim % 4:
-            raise ValueError(
-                f"encoding '{self.name}' needs a head dim (model.dim / model.num_heads = {ctx.dim}/{ctx.num_heads}) "
-                "that is a multiple of 4; change model.dim or model.num_heads"
-            )
+        check_head_dim(self.name, ctx, 4)
         check_positive("base", base, "e.g. DINOv3's 100.0, or null with encoding.min_period/max_period", True)
         for option, value in (("min_period", min_period), ("max_period", max_period)):
             check_positive(option, value, "null: the periods come from encoding.base", allow_none=True)
@@ -153,14 +149,17 @@ class RoPE2DDinoV3(PositionalEncoding):
         self.rescale_coords = _check_factor("rescale_coords", rescale_coords, 1.0, "a shared factor in [1/R, R]")
         self.augments = any(getattr(self, n) is not None for n in AUGMENTS)
         self.register_buffer("periods", dinov3_periods(ctx.head_dim, base, min_period, max_period), persistent=False)
-        self._cache: dict[tuple, torch.Tensor] = {}
+        self._tables = GridCache()
         self._draw: tuple[Grid, torch.Tensor] | None = None  # this training forward's (grid, rotation)
 
     def coords(self, grid: Grid, device: torch.device) -> torch.Tensor:
         """(N, 2) (y, x) centres before augmentation, cached per grid/strategy/device."""
         ref = grid if self.strategy == "normalize" else self.train_grid
-        key = ("coords", tuple(grid), self.strategy, str(device))
-        return cached_table(self._cache, key, lambda: patch_centres(grid, ref, self.normalize_coords).to(device))
+
+        def centres() -> torch.Tensor:
+            return patch_centres(grid, ref, self.normalize_coords).to(device)
+
+        return self._tables.get(centres, grid, device, "coords", self.strategy)
 
     def augment(self, coords: torch.Tensor) -> torch.Tensor:
         """One draw of shift, jitter and rescale (DINOv3's order and RNG calls) applied to (N, 2) ``coords``."""
@@ -183,19 +182,16 @@ class RoPE2DDinoV3(PositionalEncoding):
             if block == 0 or self._draw is None or self._draw[0] != grid:
                 self._draw = (grid, dinov3_rotation(self.augment(self.coords(grid, device)), self.periods.float()))
             return self._draw[1]
-        key = ("rotation", grid, self.strategy, str(device))
-        return cached_table(
-            self._cache, key, lambda: dinov3_rotation(self.coords(grid, device), self.periods.float().to(device))
-        )
+        build = self.build_rotation
+        return self._tables.get(lambda: build(grid, block, device), grid, device, "rotation", self.strategy)
+
+    def build_rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
+        """The rotations without augmentation (the same for every block), built afresh."""
+        return dinov3_rotation(self.coords(grid, device), self.periods.float().to(device))
 
     def rotate_qk(self, q, k, grid, block):
         rot = self.rotation(grid, block, q.device)  # (N, Dh/2)
-        p = self.num_prefix_tokens
-        if p == 0:
-            return fn.apply_rotary(q, rot, "half"), fn.apply_rotary(k, rot, "half")
-        q = torch.cat([q[:, :, :p], fn.apply_rotary(q[:, :, p:], rot, "half")], dim=2)  # (B, H, P + N, Dh)
-        k = torch.cat([k[:, :, :p], fn.apply_rotary(k[:, :, p:], rot, "half")], dim=2)
-        return q, k
+        return fn.on_grid_tokens(q, k, self.num_prefix_tokens, lambda x: fn.apply_rotary(x, rot, "half"))
 
     def extra_repr(self) -> str:
         periods = f"base={self.base}" if self.min_period is None else f"periods={self.min_period}..{self.max_period}"

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .base import EncodingContext, Grid, PositionalEncoding, cached_table, check_choice, check_positive, register
+from .base import EncodingContext, Grid, GridCache, PositionalEncoding, check_choice, check_positive, register
 from .functional import ALIGN_MODES, axis_positions, sincos_1d, sincos_2d
 
 
@@ -30,14 +30,13 @@ class _FixedTable(PositionalEncoding):
             "temperature", temperature, f"e.g. the default, {self.option_default('temperature')}"
         )
         self.align = check_choice(self.name, "align", align, ALIGN_MODES)
-        self._cache: dict[tuple, torch.Tensor] = {}
+        self._tables = GridCache()
 
     def build(self, grid: Grid) -> torch.Tensor:
         raise NotImplementedError
 
     def table_for(self, grid: Grid, device: torch.device) -> torch.Tensor:
-        key = (tuple(grid), self.strategy, str(device))
-        return cached_table(self._cache, key, lambda: self.build(tuple(grid)).to(device))
+        return self._tables.get(lambda: self.build(tuple(grid)).to(device), grid, device, self.strategy)
 
     def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:
         return x + self.table_for(grid, x.device).to(x.dtype)

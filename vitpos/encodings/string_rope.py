@@ -22,12 +22,13 @@ R(r) = P^T RoPE(r) P with P orthogonal (the paper's theorem). Its two efficient 
 
   i.e. RoPE in the Fourier basis whose frequencies are learned. The DC and Nyquist bins have
   theta = 0: Dh/2 - 1 planes rotate, 2 channels never do. Under ``torch.compile`` the same map is
-  applied as F^T RoPE F with the real orthonormal DFT matrix F (two Dh x Dh matmuls: faster there,
-  see :func:`circulant_rotate`). Identity: c = 0 gives R(r) = I, no position information at all
-  (``init=zero``). The paper's init could not be checked here; the default ``init=rope`` solves c
-  so that the rotating Fourier modes carry ``rope_2d``'s spectrum base^(-4i/Dh): the first half of
-  the modes turn with x, the rest with y (one fewer plane than rope_2d, so y loses its slowest
-  frequency), i.e. at step 0 it is rope_2d in a fixed orthogonal (Fourier) basis.
+  applied as F^T RoPE F with the real orthonormal DFT matrix F (two Dh x Dh matmuls, which inductor
+  fuses better than its FFTs; see :func:`circulant_rotate`). Identity: c = 0 gives R(r) = I, no
+  position information at all (``init=zero``). The paper's init could not be checked here; the
+  default ``init=rope`` solves c so that the rotating Fourier modes carry ``rope_2d``'s spectrum
+  base^(-4i/Dh): the first half of the modes turn with x, the rest with y (one fewer plane than
+  rope_2d, so y loses its slowest frequency), i.e. at step 0 it is rope_2d in a fixed orthogonal
+  (Fourier) basis.
 
 Reference: no official code is released, and the stored index has the paper's abstract only. Public
 third-party re-implementations exist there, but the index does not name their repositories, so none
@@ -61,7 +62,7 @@ import torch
 from torch import nn
 
 from . import functional as fn
-from .base import EncodingContext, Grid, PositionalEncoding, cached_table, check_choice, check_positive, register
+from .base import EncodingContext, Grid, GridCache, PositionalEncoding, check_choice, check_positive, register
 from .rope import RoPE2D
 
 CIRCULANT_INITS = ("rope", "zero")
@@ -112,8 +113,8 @@ def circulant_rotate(x: torch.Tensor, rot: torch.Tensor, basis: torch.Tensor | N
     Without ``basis``: the real FFT of x times the unit complex numbers, transformed back (the paper's
     O(d log d)). With ``basis`` = :func:`real_dft_basis` (d): the same map as F^T RoPE F, two small matmuls
     around :func:`functional.apply_rotary`, for ``torch.compile``: inductor runs the FFTs as separate
-    kernels, and the compiled FFT path was 1.3x the dense one, forward + backward, at (128, 3, 64, 32) on
-    one CPU thread, where the FFT is the faster one in eager mode (0.7x)."""
+    kernels, so compiled the dense form is the faster one, while in eager mode the FFT is
+    (docs/performance.md, "Why the kernels are written as they are")."""
     d = x.shape[-1]
     if basis is None:
         return torch.fft.irfft(torch.fft.rfft(x.float(), dim=-1) * rot, n=d, dim=-1).type_as(x)
@@ -144,13 +145,10 @@ class StringCayley(RoPE2D):
         return cayley(self.skew_matrix(block))
 
     def rotate_qk(self, q, k, grid, block):
-        p = self.num_prefix_tokens
         with torch.autocast(q.device.type, enabled=False):  # float32, also under bf16 autocast
             pt = self.basis(block).transpose(-1, -2)  # (H, Dh, Dh): x @ P^T = (P x)^T per token
-            q_grid, k_grid = (q[:, :, p:].float() @ pt).type_as(q), (k[:, :, p:].float() @ pt).type_as(k)
-        if p:  # class tokens: no P (and no rotation, below)
-            q_grid, k_grid = torch.cat([q[:, :, :p], q_grid], dim=2), torch.cat([k[:, :, :p], k_grid], dim=2)
-        return super().rotate_qk(q_grid, k_grid, grid, block)
+            q, k = fn.on_grid_tokens(q, k, self.num_prefix_tokens, lambda x: (x.float() @ pt).type_as(x))
+        return super().rotate_qk(q, k, grid, block)  # class tokens: no P, and no rotation
 
 
 @register
@@ -186,7 +184,7 @@ class StringCirculant(PositionalEncoding):
         rows = self.initial_rows().expand(ctx.depth, ctx.num_heads, 2, dh)  # (depth, H, 2, Dh): axes x, y
         self.coeffs = nn.Parameter(rows.clone())
         self.register_buffer("dft", real_dft_basis(dh), persistent=False)  # (Dh, Dh): the compiled path
-        self._cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._tables = GridCache()
 
     def initial_rows(self) -> torch.Tensor:
         """(2, Dh) first rows (x, y) at init: zeros, or rope_2d's spectrum on the rotating modes."""
@@ -209,19 +207,19 @@ class StringCirculant(PositionalEncoding):
         """x (column) and y (row) positions (N,) float32 of a row-major grid, cached per grid and strategy."""
 
         def build():
-            (h, w), (ht, wt) = grid, self.train_grid
-            interp = self.strategy == "interpolate"
-            ys = fn.axis_positions(h, ht, interp, True, self.align)
-            xs = fn.axis_positions(w, wt, interp, True, self.align)
-            yy, xx = torch.meshgrid(ys, xs, indexing="ij")
-            return xx.flatten().to(device), yy.flatten().to(device)
+            yx = fn.grid_positions(grid, self.train_grid, self.strategy == "interpolate", self.align)  # (N, 2)
+            ys, xs = yx.t().contiguous().to(device)
+            return xs, ys
 
-        key = (tuple(grid), self.strategy, self.align, str(device))
-        return cached_table(self._cache, key, build)
+        return self._tables.get(build, grid, device, self.strategy, self.align)
 
     def rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
+        """The rotations of block ``block``: built afresh at every call (the frequencies train)."""
+        return self.build_rotation(tuple(grid), block, device)
+
+    def build_rotation(self, grid: Grid, block: int, device: torch.device) -> torch.Tensor:
         """exp(i (x theta_x + y theta_y)) (H, N, Dh//2 + 1) complex64; angles in float32."""
-        xs, ys = self.positions(tuple(grid), device)
+        xs, ys = self.positions(grid, device)
         theta = self.frequencies(block)  # (H, 2, F)
         angles = xs[None, :, None] * theta[:, None, 0] + ys[None, :, None] * theta[:, None, 1]  # (H, N, F)
         return fn.rope_angles_to_complex(angles)
@@ -229,14 +227,8 @@ class StringCirculant(PositionalEncoding):
     def rotate_qk(self, q, k, grid, block):
         rot = self.rotation(grid, block, q.device)
         basis = self.dft if torch.compiler.is_compiling() else None  # see circulant_rotate
-        p = self.num_prefix_tokens
-        with torch.autocast(q.device.type, enabled=False):  # float32, also under bf16 autocast
-            q_grid, k_grid = circulant_rotate(q[:, :, p:], rot, basis), circulant_rotate(k[:, :, p:], rot, basis)
-        if p == 0:
-            return q_grid, k_grid
-        return torch.cat([q[:, :, :p], q_grid], dim=2), torch.cat(
-            [k[:, :, :p], k_grid], dim=2
-        )  # class tokens untouched
+        with torch.autocast(q.device.type, enabled=False):  # float32, also under bf16 autocast; class tokens untouched
+            return fn.on_grid_tokens(q, k, self.num_prefix_tokens, lambda x: circulant_rotate(x, rot, basis))
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, base={self.base}, init={self.init}"

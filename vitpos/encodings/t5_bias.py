@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .base import EncodingContext, Grid, OptionError, PositionalEncoding, cached_table, register
+from .base import EncodingContext, Grid, GridCache, OptionError, PositionalEncoding, register
+from .functional import pad_prefix
 
 
 def t5_relative_bucket(
@@ -92,27 +92,23 @@ class T5RelativeBias1D(PositionalEncoding):
         self.bidirectional, self.shared = bidirectional, shared
         tables = 1 if shared else ctx.depth
         self.tables = nn.Parameter(torch.randn(tables, num_buckets, ctx.num_heads) * init_std)  # (T, buckets, H)
-        self._index_cache: dict[tuple, torch.Tensor] = {}
+        self._tables = GridCache()
 
     def bucket_index(self, n: int, device: torch.device) -> torch.Tensor:
         """(n, n) bucket of every (query, key) pair, cached per length/device."""
-        key = (n, str(device))
 
         def build() -> torch.Tensor:
             pos = torch.arange(n)
             offset = pos[None, :] - pos[:, None]  # (n, n), key - query
             return t5_relative_bucket(offset, self.num_buckets, self.max_distance, self.bidirectional).to(device)
 
-        return cached_table(self._index_cache, key, build)
+        return self._tables.get(build, (n,), device)
 
     def attention_bias(self, grid: Grid, block: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         (n,) = grid
         table = self.tables[0 if self.shared else block]  # (buckets, H)
         bias = table[self.bucket_index(n, device)].permute(2, 0, 1)  # (H, n, n)
-        p = self.num_prefix_tokens
-        if p:
-            bias = F.pad(bias, (p, 0, p, 0))  # prefix rows/columns: no bias
-        return bias.to(dtype)
+        return pad_prefix(bias, self.num_prefix_tokens).to(dtype)  # prefix rows/columns: no bias
 
     def extra_repr(self) -> str:
         return (

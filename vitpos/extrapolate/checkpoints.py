@@ -18,16 +18,15 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from vitpos.cli import expand_paths, option, parse_options
-from vitpos.compare.tables import frame_to_markdown
+from vitpos.cli import option, parse_options
+from vitpos.eval_memory import memory_problem
 from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name, resampling_of
-from vitpos.run.checkpoint import CheckpointError, task_kind
-from vitpos.runtime import available_memory, resolve_precision
+from vitpos.run.checkpoint import CheckpointError, find_checkpoints, task_kind
+from vitpos.runtime import resolve_precision
+from vitpos.tables import frame_to_markdown
 from vitpos.tasks.build import from_checkpoint
-from vitpos.validate import UserError
 
 OPTION = {"res": "resolutions", "len": "lengths"}
-MEMORY_FRACTION = 0.8  # of the memory available now, what one evaluation may plan to use
 
 
 @dataclass
@@ -74,25 +73,6 @@ class SkipCheckpoint(ValueError):
     """This checkpoint cannot be evaluated as asked; the message says why and what to change."""
 
 
-def find_checkpoints(paths: list[str]) -> list[tuple[Path, Path | None]]:
-    """(checkpoint, the folder it was found in, or None for a file given directly)."""
-    found, seen = [], set()
-    for p in expand_paths("ckpt", paths):  # glob patterns: bash leaves them alone inside key=value
-        if p.is_dir():
-            hits = [(c, p) for c in sorted(p.rglob("last.ckpt"))]
-        elif p.exists():
-            hits = [(p, None)]
-        else:
-            raise UserError(f"ckpt={p}", "no such file or folder", "pass a .ckpt file, a runs folder or a pattern")
-        for ckpt, root in hits:  # a checkpoint named twice (a folder and a pattern) is evaluated once
-            if ckpt.resolve() not in seen:
-                seen.add(ckpt.resolve())
-                found.append((ckpt, root))
-    if not found:
-        raise UserError("ckpt", "no checkpoints found", "pass ckpt=PATH: a .ckpt file, a runs folder or a pattern")
-    return found
-
-
 def checkpoint_label(path: Path, root: Path | None) -> str:
     """The run folder relative to the folder it was found in (``rope_2d/seed0``), else its last two parts."""
     run = path.parent.parent if path.parent.name == "checkpoints" else path.parent
@@ -119,38 +99,14 @@ def sizes_for(opts: ExtrapolateOptions, kind: str, cfg) -> list[int]:
     return sizes
 
 
-def memory_estimate(cfg, kind: str, size: int, num_test: int) -> tuple[int, int, int, int]:
-    """(bytes, tokens, batch, bytes of the inputs) one evaluation at ``size`` needs, roughly: the attention
-    logits, softmax and bias of one batch (B, H, N, N) in float32 (3 copies), the
-    activations (B, N, D) of one block, and for images the resized test set."""
-    model, data = cfg.model, cfg.data
-    batch = int(data.get("eval_batch_size") or data.get("batch_size") or 1)
-    if kind == "res":
-        tokens = (size // int(model.patch_size)) ** 2 + (1 if model.get("pool") == "cls" else 0)
-        inputs = 2 * num_test * 3 * size * size * 4  # the resized copy and one intermediate
-    else:
-        tokens, inputs = size, num_test * size * 8
-    batch = min(batch, max(num_test, 1))
-    attention = 3 * batch * int(model.num_heads) * tokens * tokens * 4
-    activations = 8 * batch * tokens * int(model.dim) * 4
-    return attention + activations + inputs, tokens, batch, inputs
-
-
 def check_memory(cfg, kind: str, sizes: list[int], datamodule, device: str) -> None:
-    """Refuse, before evaluating anything, a size whose estimate exceeds the memory available."""
+    """Refuse, before evaluating anything, a size whose evaluation would not fit in the memory free on
+    ``device`` (the one estimate and rule: :func:`vitpos.eval_memory.memory_problem`)."""
     test = getattr(datamodule, "test", None)
     num_test = len(test[0]) if kind == "res" and test is not None else int(cfg.data.get("num_length_test", 500))
-    free = available_memory(device) * MEMORY_FRACTION
-    for size in sizes:
-        need, tokens, batch, inputs = memory_estimate(cfg, kind, size, num_test)
-        if need > free:
-            fit = int((free - inputs) // ((need - inputs) / batch)) if free > inputs else 0
-            fix = f"data.eval_batch_size={fit} would fit" if fit >= 1 else "no data.eval_batch_size fits"
-            raise SkipCheckpoint(
-                f"{OPTION[kind]}: {size} is refused: at {tokens} tokens an evaluation needs about "
-                f"{need / 2**30:,.1f} GiB (attention of a batch of {batch}, data.eval_batch_size) but "
-                f"{free / 2**30:,.1f} GiB are available on {device}; use smaller sizes ({fix})"
-            )
+    problem = memory_problem(cfg, kind, [(OPTION[kind], size) for size in sizes], num_test, device)
+    if problem is not None:
+        raise SkipCheckpoint(str(problem))
 
 
 def evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, write) -> None:

@@ -70,6 +70,21 @@ def metric_name(kind: str, size: int, strategy: str, default: str, resampling: s
     return name if strategy == default else f"{name}/{strategy}"
 
 
+def score_at(module, datamodule, size: int, device: torch.device, half, max_batches) -> tuple[float, int, int]:
+    """(loss sum, correct, count) of ``module`` on the test set at ``size``, under autocast to ``half``
+    (a dtype, or None for float32); a ``ValueError`` means the encoding refuses that size."""
+    prepare = getattr(datamodule, "prepare_batch", None)
+    loss_sum, correct, count = 0.0, 0, 0
+    for batch in itertools.islice(datamodule.test_dataloader_at(size), max_batches):
+        batch = move_data_to_device(batch, device)
+        if prepare is not None:
+            batch = prepare(batch, train=False)
+        with torch.autocast(device.type, dtype=half or torch.bfloat16, enabled=half is not None):
+            loss, ok, n = module.evaluate_batch(batch)
+        loss_sum, correct, count = loss_sum + float(loss), correct + int(ok), count + int(n)
+    return loss_sum, correct, count
+
+
 @torch.inference_mode()
 def evaluate_sizes(
     module,
@@ -103,7 +118,6 @@ def evaluate_sizes(
     was_training = module.training
     module.eval()
     results: dict[str, float] = {}
-    prepare = getattr(datamodule, "prepare_batch", None)
     jobs = [(s, n) for s in strategies for n in sizes]
     what = "resolution" if kind == "res" else "length"
     bar = tqdm(jobs, desc=f"test at {what}", disable=not progress)
@@ -111,16 +125,9 @@ def evaluate_sizes(
         for strategy, size in bar:
             bar.set_description(f"test at {what} {size}" + (f" ({strategy})" if len(strategies) > 1 else ""))
             pe.strategy = strategy
-            loss_sum, correct, count = 0.0, 0, 0
             name = metric_name(kind, size, strategy, default, resampling_of(datamodule, kind, size))
             try:
-                for batch in itertools.islice(datamodule.test_dataloader_at(size), max_batches):
-                    batch = move_data_to_device(batch, device)
-                    if prepare is not None:
-                        batch = prepare(batch, train=False)
-                    with torch.autocast(device.type, dtype=half or torch.bfloat16, enabled=half is not None):
-                        loss, ok, n = module.evaluate_batch(batch)
-                    loss_sum, correct, count = loss_sum + float(loss), correct + int(ok), count + int(n)
+                loss_sum, correct, count = score_at(module, datamodule, size, device, half, max_batches)
             except ValueError as err:
                 print(f"{name}: not evaluated: {err}", file=sys.stderr)
                 results[name] = results[name.replace("acc@", "loss@")] = math.nan

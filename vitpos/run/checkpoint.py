@@ -6,16 +6,61 @@ hold only tensors and plain containers (the run's config is saved with
 ``OmegaConf.to_container``), so every tool loads them with
 ``weights_only=True`` (PyTorch's restricted unpickler) and turns each way a file
 can fail into one :class:`CheckpointError` that names the file.
+
+:func:`find_checkpoints` is the one search behind every tool's ``ckpt=``: which files
+a path, a folder or a glob pattern names, with one set of rules and messages.
 """
 
 from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
-from vitpos.errors import CheckpointError  # noqa: E402,F401  (raised here; imported from here by callers)
+from vitpos.cli import expand_paths
+from vitpos.errors import CheckpointError, UserError  # CheckpointError: raised here, imported from here by callers
+
+#: what a run folder is searched for: train.py rewrites it at the end of every epoch
+LAST = "last.ckpt"
+SEARCH_FIX = "pass a .ckpt file, a runs folder or a glob pattern"
+
+
+class Found(NamedTuple):
+    """A checkpoint ``ckpt=`` named, and the folder it was found in (None: the file was named itself)."""
+
+    path: Path
+    root: Path | None
+
+
+def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
+    """Every checkpoint the ``ckpt=`` values name, in the order given, each once.
+
+    The rules, the same for every tool: a glob pattern is expanded here (bash leaves patterns
+    inside ``key=value`` alone; one that matches nothing is refused); a folder gives every
+    ``last.ckpt`` below it, sorted; a file is taken as named (:func:`load_checkpoint` then says
+    whether it is a checkpoint). A path that does not exist, or a value that gives no checkpoint
+    at all (folders without a ``last.ckpt``), is refused with a :class:`UserError` naming it. A
+    checkpoint named twice (a folder and a pattern) comes once."""
+    found: list[Found] = []
+    seen: set[Path] = set()
+    for value in values:
+        paths, hits = expand_paths(option, [value]), []
+        for p in paths:
+            if p.is_dir():
+                hits += [Found(c, p) for c in sorted(p.rglob(LAST))]
+            elif p.exists():
+                hits.append(Found(p, None))
+            else:
+                raise UserError(f"{option}={p}", "no such file or folder", SEARCH_FIX)
+        if not hits:  # only folders, none holding a checkpoint
+            raise UserError(f"{option}={paths[0]}", f"no {LAST} in this folder", SEARCH_FIX)
+        for hit in hits:
+            if hit.path.resolve() not in seen:
+                seen.add(hit.path.resolve())
+                found.append(hit)
+    return found
 
 
 def load_checkpoint(path: str | Path) -> dict:

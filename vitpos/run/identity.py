@@ -1,4 +1,4 @@
-"""Run identity: which folder a configuration trains in (issue 13).
+"""Run identity: which folder a configuration trains in.
 
     runs/<group>/<model>/<label>-<hash>/seed<k>
     e.g. runs/cifar10/vit_micro/sincos_2d-3fa9c1/seed0
@@ -58,7 +58,7 @@ ADDED_KEYS = {
         "size_schedule": (None, "random"),
         "size_epochs": (None,),
     },
-    # partial RoPE (issue 33) at its "rotate everything" defaults: the committed rope_* runs keep their hashes
+    # partial RoPE at its "rotate everything" defaults: the committed rope_* runs keep their hashes
     "encoding": {"rotate_fraction": (None, 1.0), "rotate_heads": (None,)},
 }
 MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"

@@ -13,8 +13,9 @@ from typing import Any
 import matplotlib.image
 import torch
 
-from vitpos.cli import expand_paths, option, parse_options, run_main
+from vitpos.cli import option, parse_options, run_main
 from vitpos.errors import UserError
+from vitpos.run.checkpoint import find_checkpoints
 from vitpos.tasks.build import from_checkpoint
 
 from .attention import attention_distance_data
@@ -80,16 +81,11 @@ def parse_args(argv: list[str] | None) -> VizOptions:
 
 
 def newest_checkpoint(pattern: str) -> Path:
-    """The one checkpoint ``ckpt=`` names: a file, a run folder (its ``last.ckpt``) or a glob pattern;
-    of several matches, the newest (and say so)."""
-    paths = []
-    for p in expand_paths("ckpt", [pattern]):
-        found = sorted(p.rglob("last.ckpt")) if p.is_dir() else [p]
-        if not found:
-            raise UserError(f"ckpt={p}", "no last.ckpt in this folder", "pass a .ckpt file or a run folder")
-        paths += found
+    """The one checkpoint ``ckpt=`` names (:func:`vitpos.run.checkpoint.find_checkpoints`: a file, a run
+    folder or a glob pattern); of several, the newest (and say so)."""
+    paths = [hit.path for hit in find_checkpoints([pattern])]
     if len(paths) > 1:
-        paths.sort(key=lambda p: os.path.getmtime(p), reverse=True)
+        paths.sort(key=os.path.getmtime, reverse=True)
         others = "\n".join(f"  {p}" for p in paths[1:])
         print(f"ckpt={pattern} matches {len(paths)} checkpoints; drawing the newest, {paths[0]}; not drawn:\n{others}")
     return paths[0]

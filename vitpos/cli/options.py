@@ -1,23 +1,12 @@
-"""The command line, in and out: what every entry point shares.
+"""The ``key=value`` options of every ``python -m vitpos.*`` tool and ``bench``.
 
-In: one ``key=value`` convention for ``train.py`` (Hydra), every
-``python -m vitpos.*`` tool and ``bench``. A tool declares its options as a
-dataclass whose fields are the options (name, type, default, one line of help
-each, :func:`option`); :func:`parse_options` parses the command line onto it
-with OmegaConf (the structured config does the type checks) and prints the
-tool's ``--help`` from it; :func:`expand_paths` expands glob patterns in path
-options (bash does not glob inside ``key=value`` words). Hydra's composition
-errors become one line (:func:`override_error`). Out: :func:`run_main`, which
-prints a user error (:class:`vitpos.errors.InputError`) as one line ``error:
-...`` with exit code 2 instead of a traceback, and a quiet training console
-(:func:`quiet_console`, :func:`progress_bar`, :func:`summary_line`): one line
-per message, one model summary line, a progress bar named after the run.
-
-Lightning logs through its own ``lightning.*`` loggers, each with one handler
-when the root logger has none; ``configs/train.yaml`` therefore turns Hydra's
-job and hydra logging off (``none``) so nothing prints twice. The warnings
-silenced here are known and harmless for this project; each filter names the
-message it drops.
+A tool declares its options as a dataclass whose fields are the options (name,
+type, default, one line of help each, :func:`option`); :func:`parse_options`
+parses the command line onto it with OmegaConf (the structured config does the
+type checks) and prints the tool's ``--help`` from it (:func:`help_text`);
+:func:`expand_paths` expands glob patterns in path options (bash does not glob
+inside ``key=value`` words). ``train.py`` takes the same ``key=value`` words,
+parsed by Hydra.
 """
 
 from __future__ import annotations
@@ -26,19 +15,16 @@ import dataclasses
 import difflib
 import glob
 import inspect
-import logging
 import os
 import re
 import sys
 import typing
-import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING, OmegaConf, ValidationError
 
-from vitpos.errors import InputError, UserError
+from vitpos.errors import UserError
 
 HELP_WORDS = ("-h", "--help")
 GLOB = re.compile(r"[*?[]")
@@ -262,129 +248,3 @@ def expand_paths(option_name: str, values: list[str]) -> list[Path]:
                             "check the path; the tool expands * ? [...] itself")  # fmt: skip
         paths += map(Path, matches)
     return paths
-
-
-def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:
-    """``sys.exit(main(argv))``, but a user error prints ``error: <message>`` on
-    one line and exits with code 2 (no traceback)."""
-    try:
-        code = main(argv)
-    except Exception as err:  # noqa: BLE001 (filtered just below; everything else re-raised)
-        if not isinstance(err, InputError):
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(code or 0)
-
-
-def override_error(err: Exception, configs: Path, overrides: list[str] = ()) -> UserError:
-    """Hydra's multi-line composition error as one :class:`UserError`; the group
-    choices among ``overrides`` pick the config whose keys are suggested."""
-    text = str(err)
-    missing = re.search(r"Could not (?:find|load) '([\w/]+)/([^']+)'", text)
-    if missing:
-        group, name = missing.groups()
-        options = sorted(p.stem for p in (configs / group).glob("*.yaml"))
-        if group == "encoding":
-            from vitpos.validate import _encoding_names
-
-            return UserError(group, f"no encoding {name!r}", _encoding_names(True))
-        return UserError(group, f"no config {name!r}", f"valid: {', '.join(options)}")
-    bad = re.search(r"Could not (?:override|append to) '([^']+)'", text) or re.search(r"full_key: (\S+)", text)
-    if bad:
-        key = bad.group(1).lstrip("+~")
-        section, _, leaf = key.rpartition(".")
-        choices = [o for o in overrides if "=" in o and "." not in o.split("=")[0] and not o.startswith("+")]
-        known = _known_keys(configs, section, choices)
-        close = difflib.get_close_matches(leaf, known, n=1)
-        prefix = section + "." if section else ""
-        if close:
-            hint = f"did you mean {prefix}{close[0]}?"
-        else:
-            hint = f"valid: {', '.join(prefix + k for k in known)}" if known else "see configs/train.yaml"
-        return UserError(key, "no such option", f"{hint}; +{key}=... adds a new key")
-    first = " ".join(text.split())
-    return UserError("command line", first[:300], "python train.py --help")
-
-
-def _known_keys(configs: Path, section: str, choices: list[str]) -> list[str]:
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    try:
-        with initialize_config_dir(str(configs), version_base="1.3"):
-            cfg = compose("train", overrides=choices)
-        node = OmegaConf.select(cfg, section) if section else cfg
-        return list(node.keys()) if node is not None and hasattr(node, "keys") else []
-    except Exception:  # noqa: BLE001 (only a hint)
-        return []
-
-
-# ------------------------------------------------------------------ console
-#: (message regex, why it is harmless here)
-KNOWN_WARNINGS = (
-    (r".*isinstance\(treespec, LeafSpec\)` is deprecated.*", "inside lightning's pytree helper, not our code"),
-    (r".*smaller than the logging interval.*", "short runs log once per epoch anyway"),
-    (r".*Checkpoint directory .* exists and is not empty.*", "resume writes into its own run folder on purpose"),
-    (r".*does not have many workers.*", "data sets are decoded into memory; workers would only copy them"),
-    (r".*module\(s\) in eval mode at the start of training.*", "the EMA copy (task.ema_decay) is never trained"),
-)
-
-
-class _DropAdvert(logging.Filter):
-    """Drops Lightning's logger advertisement (the litlogger / tensorboardX tip)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        return "litlogger" not in text and "tensorboardX" not in text
-
-
-def quiet_console() -> None:
-    """Silence the known third-party warnings and set up the ``vitpos`` logger (once)."""
-    for message, _why in KNOWN_WARNINGS:
-        warnings.filterwarnings("ignore", message=message)
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _DropAdvert) for f in logger.filters):
-            logger.addFilter(_DropAdvert())
-    log = logging.getLogger("vitpos")
-    if not log.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
-
-
-def quiet_side_by_side() -> None:
-    """Jobs that a joblib sweep runs side by side print at the same time, so only their labelled
-    lines stay: the sweep's start and end line per job (name, minutes, test/acc) and each epoch's
-    line (``<run>/seed<k>: epoch ...``). Lightning's and vitpos's setup lines go (warnings and errors
-    stay); the caller leaves out the final metrics block (metrics.json and the end line have it)."""
-    for name in ("lightning.pytorch", "lightning.fabric", "vitpos"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def progress_bar(run_name: str):
-    """Lightning's default progress bar (Rich when installed, else tqdm) showing
-    ``run: <run_name>`` instead of the logger's ``v_num``."""
-    from lightning.pytorch.callbacks import TQDMProgressBar
-    from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE, RichProgressBar
-
-    base = RichProgressBar if _RICH_AVAILABLE else TQDMProgressBar
-
-    class NamedProgressBar(base):
-        def get_metrics(self, trainer, pl_module):
-            items = super().get_metrics(trainer, pl_module)
-            items.pop("v_num", None)
-            return {"run": run_name, **items}
-
-    return NamedProgressBar()
-
-
-def summary_line(module) -> str:
-    """One line in place of Lightning's model summary table."""
-    model = module.model
-    params = sum(p.numel() for p in model.parameters())
-    pos = sum(p.numel() for p in model.pos.parameters())
-    return f"model: {type(model).__name__}, {params / 1e3:.1f}k parameters ({pos / 1e3:.1f}k in the encoding)"

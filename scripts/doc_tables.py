@@ -1,0 +1,172 @@
+"""The Markdown tables the README and the docs quote from committed reports, made from each
+report's ``report.csv`` and ``runs.csv`` (and the training protocol of its runs,
+scripts/report_rows.py), so that a quoted number can never drift from its source.
+scripts/doc_pages.py puts them into the pages.
+
+Accuracies are in %, one decimal; differences are taken between the rounded numbers shown,
+so every row adds up as printed.
+"""
+
+from __future__ import annotations
+
+from vitpos.compare.protocol import Protocol
+from vitpos.tables import markdown_table
+
+from .report_rows import accuracies, best_other_strategy, encoding_of, sizes_of, training_of
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def size_header(size: int, upsampled: bool, native: int) -> str:
+    return f"{size} px (up)" if upsampled else f"{size} px (native)" if size == native else f"{size} px"
+
+
+def native_headline(report: list[dict]) -> str:
+    """The README's table of the native protocol (single-size training): accuracy at the train
+    size, at the native size with the default and with the best strategy, and at the largest
+    upsampled size; best native score first."""
+    rows = [r for r in report if not training_of(r).multi_resolution]
+    if not rows:
+        raise ValueError("the report has no single-size run of the native protocol")
+    training = training_of(rows[0])
+    largest = max(s for s, _ in sizes_of(rows))
+    native, small = training.native, training.smallest
+    table = []
+    for row in rows:
+        acc = accuracies(row)
+        default = acc.get((native, None))
+        best = best_other_strategy(row, native)
+        best_text = f"{best[1]:.1f} ({best[0]})" if best else _fmt(default)
+        cells = [f"`{encoding_of(row['label'])}`", _fmt(acc.get((small, None))), _fmt(default), best_text]
+        table.append((best[1] if best else default or 0.0, [*cells, _fmt(acc.get((largest, None)))]))
+    header = [
+        "encoding",
+        f"{small} px",
+        f"{native} px, default strategy",
+        f"{native} px, best strategy",
+        f"{largest} px (upsampled)",
+    ]
+    return markdown_table(header, [cells for _, cells in sorted(table, key=lambda t: -t[0])])
+
+
+def multires_vs_single(report: list[dict]) -> str:
+    """docs/extrapolation.md's table: per encoding, single-size training (its default strategy,
+    and its best other strategy at the native size where that beats the default) beside
+    multi-resolution training, at every evaluation size, with the native - train-size gap.
+    Encodings with a multi-resolution run come first, best native score first."""
+    sizes = sizes_of(report)
+    native = training_of(report[0]).native
+    by_encoding: dict[str, list[dict]] = {}
+    for row in sorted(report, key=lambda r: training_of(r).multi_resolution):
+        by_encoding.setdefault(encoding_of(row["label"]), []).append(row)
+
+    def line(name: str, row: dict, strategy: str | None) -> list[str]:
+        training, acc = training_of(row), accuracies(row)
+        values = [acc.get((s, strategy), acc.get((s, None)) if s == training.smallest else None) for s, _ in sizes]
+        lo, hi = acc.get((training.smallest, None)), acc.get((native, strategy))
+        gap = None if lo is None or hi is None else round(hi, 1) - round(lo, 1)
+        label = f"`{name}`" + (f" ({strategy})" if strategy else "")
+        return [label, training.describe(), *map(_fmt, values), "-" if gap is None else f"{gap:+.1f}"]
+
+    def rank(name: str) -> float:
+        multi = [accuracies(r).get((native, None)) for r in by_encoding[name] if training_of(r).multi_resolution]
+        return -(multi[0] if multi and multi[0] is not None else -1.0)
+
+    table = []
+    for name in sorted(by_encoding, key=rank):
+        for row in by_encoding[name]:
+            table.append(line(name, row, None))
+            best = None if training_of(row).multi_resolution else best_other_strategy(row, native)
+            if best:
+                table.append(line(name, row, best[0]))
+    small = min(training_of(r).smallest for r in report)
+    header = ["encoding", "training", *(size_header(s, up, native) for s, up in sizes), f"{native} px - {small} px"]
+    return markdown_table(header, table)
+
+
+def mean_std(row: dict[str, str], metric: str, seeds: int = 2) -> str:
+    """``69.8 ± 0.7``: a report row's mean and std of an accuracy, in %; ``66.4 (1 seed)`` for a
+    row of one seed, whose std (written as 0 in report.csv) says nothing about the noise."""
+    mean = f"{100 * float(row[metric + '_mean']):.1f}"
+    return f"{mean} (1 seed)" if seeds == 1 else f"{mean} ± {100 * float(row[metric + '_std'] or 0):.1f}"
+
+
+def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]) -> str:
+    """The README's headline of a full comparison: per encoding, its position parameters (the
+    run's parameters minus those of the ``none`` run of the same model), test and validation
+    accuracy (mean ± std over seeds, or "(1 seed)"; the best test score in bold), the flip
+    test-time-augmented score beside the plain one when every row has it (never instead of it),
+    and each seed's minutes (fit + evaluation); best test score first. One budget (the report's
+    section key) only: two protocols never share a table."""
+    budgets = sorted({r["budget"] for r in report})
+    if len(budgets) != 1:
+        raise ValueError(f"the headline takes one budget; the report has {len(budgets)}: {budgets}")
+    complete = [r for r in runs if r.get("status") == "complete"]
+    baseline = {float(r["params"]) for r in complete if encoding_of(r["label"]) == "none" and r["params"]}
+    best = max(float(r["test/acc_mean"]) for r in report)
+    flip = all(r.get("test/acc_flip_mean") for r in report)  # runs from before flip TTA have none
+    table, seed_lists = [], set()
+    for row in sorted(report, key=lambda r: -float(r["test/acc_mean"])):
+        seeds = sorted((int(r["seed"]), r) for r in complete if r["label"] == row["label"])
+        params = {float(r["params"]) for _, r in seeds if r["params"]}
+        # one parameter count per encoding and one for `none`, else there is nothing to subtract
+        position = f"{int(min(params) - min(baseline)):,}" if len(params) == len(baseline) == 1 else "-"
+        minutes = " / ".join(f"{float(r['time/fit_min']) + float(r['time/eval_min']):.1f}" for _, r in seeds)
+        test, val = (mean_std(row, m, len(seeds)) for m in ("test/acc", "val/acc_best"))
+        test = f"**{test}**" if float(row["test/acc_mean"]) == best else test
+        seed_lists.add(" / ".join(str(seed) for seed, _ in seeds))
+        flipped = [mean_std(row, "test/acc_flip", len(seeds))] if flip else []
+        table.append([f"`{encoding_of(row['label'])}`", position, test, *flipped, val, minutes])
+    header = [
+        "encoding",
+        "position params",
+        "test acc (%)",
+        *(["flip TTA (%)"] if flip else []),
+        "val acc (%)",
+        "run min (seed " + seed_lists.pop() + ")" if len(seed_lists) == 1 else "run min (by seed)",
+    ]
+    return markdown_table(header, table)
+
+
+def lever_training(row: dict) -> str:
+    """A lever row's training: ``12 epochs at 16-32 px (7/3/2)`` (the train sizes when not the
+    native one, the epochs per size of a progressive schedule), ``-`` without an epoch count."""
+    protocol = Protocol.from_columns(row)
+    if protocol.epochs is None:
+        return "-"
+    sizes, split = protocol.trained_at(), protocol.progressive and protocol.size_epochs
+    text = f"{protocol.epochs} epochs" + (f" at {sizes} px" if sizes else "")
+    return text + (f" ({'/'.join(map(str, protocol.size_epochs))})" if split else "")
+
+
+def lever_table(report: list[dict], runs: list[dict[str, str]], base: str = "base") -> str:
+    """docs/recipe.md's lever table: one row per change to the recipe (a run label
+    ``<lever>-<hash>``), ``base`` first, then best test score first. Test accuracy beside the
+    flip test-time-augmented one (never instead of it), the change in test accuracy from ``base``
+    (taken between the printed numbers), and the minutes of every part of the run: fit (compile,
+    training, validation) and evaluation (test, flip pass, other sizes). The parameter count
+    comes from ``runs.csv`` (a lever may change the model's width)."""
+    rows = {encoding_of(r["label"]): r for r in report}
+    if base not in rows:
+        raise ValueError(f"the lever table needs a {base!r} run to compare with; the report has {sorted(rows)}")
+
+    def mean(row: dict, metric: str, percent: bool = False) -> float | None:
+        value = row.get(metric + "_mean")
+        return None if not value else round(100 * float(value), 1) if percent else float(value)
+
+    reference = mean(rows[base], "test/acc", percent=True)
+    table = []
+    for name in [base, *sorted(set(rows) - {base}, key=lambda n: -(mean(rows[n], "test/acc", True) or 0.0))]:
+        row = rows[name]
+        test, fit, evaluation = mean(row, "test/acc", True), mean(row, "time/fit_min"), mean(row, "time/eval_min")
+        delta = "" if name == base or test is None or reference is None else f"{test - reference:+.1f}"
+        total = None if fit is None or evaluation is None else fit + evaluation
+        params = {float(r["params"]) for r in runs if r["label"] == row["label"] and r.get("params")}
+        size = f"{params.pop() / 1e6:.2f}M" if len(params) == 1 else "-"
+        scores = [_fmt(test), _fmt(mean(row, "test/acc_flip", True)), delta]
+        table.append([f"`{name}`", lever_training(row), size, *scores, *map(_fmt, (fit, evaluation, total))])
+    header = ["lever", "training", "params", "test acc (%)", "flip TTA (%)", f"vs {base}", "fit min", "eval min",
+              "run min"]  # fmt: skip
+    return markdown_table(header, table)

@@ -1,0 +1,83 @@
+"""``data.*`` and the evaluation sizes: choices, paths, sizes the patches tile, sizes the data set can give.
+
+The rules the data module shares (:func:`check_image_data`, :func:`check_split`) are written in
+:mod:`vitpos.data.options`, the layer below, and called here on the composed config; the images
+of an ImageFolder tree are counted by :func:`vitpos.data.folder.list_images`, the listing the
+loader reads. Free of torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vitpos.data.folder import list_images
+from vitpos.data.options import POLICIES, Counts, check_image_data, check_split, counts_of, is_integer
+from vitpos.errors import UserError
+
+
+def check_data_choices(data: dict) -> None:
+    """``data.augment``: one of the policies (any task that has the option)."""
+    policy = data.get("augment")
+    if policy is not None and policy not in POLICIES:
+        raise UserError("data.augment", f"unknown policy {policy!r}", f"valid: {', '.join(POLICIES)}")
+
+
+def check_data_paths(data: dict, image: bool) -> None:
+    """``data.root``: a folder; with ``data.format=imagefolder``, one holding ``train/`` and ``test/``."""
+    root = data.get("root")
+    if not image or root is None:
+        return
+    path = Path(str(root)).expanduser()
+    if path.is_file():
+        raise UserError("data.root", f"{path} is a file, not a folder", "point data.root at the dataset folder")
+    if data.get("format") == "imagefolder":
+        missing = [s for s in ("train", "test") if not (path / s).is_dir()]
+        if missing:
+            raise UserError(
+                "data.root",
+                f"{path} has no {' or '.join(f'{s}/' for s in missing)} folder",
+                "an ImageFolder tree DIR/train/<class>/*.jpg and DIR/test/<class>/*.jpg; "
+                "the README's Install section says where to get one",
+            )
+
+
+# -------------------------------------------------------------------- sizes against the patches
+def check_sizes(c: dict) -> None:
+    """:func:`check_image_data` with the model's patch size, then ``data.img_size`` and
+    ``eval.resolutions``: sizes ``model.patch_size`` tiles."""
+    patch = c["model"]["patch_size"]  # an integer >= 1 (vitpos.checks.options)
+    check_image_data(c["data"], patch)
+    size = c["data"].get("img_size")
+    if not is_integer(size) or size < patch or size % patch:
+        raise UserError(
+            "data.img_size", f"{size!r} is not a multiple of model.patch_size={patch}", f"pick a multiple of {patch}"
+        )
+    for i, r in enumerate(c.get("eval", {}).get("resolutions") or []):
+        if not is_integer(r) or r < patch or r % patch:
+            good = sorted({max(patch, (r // patch) * patch), (r // patch + 1) * patch}) if is_integer(r) else [size]
+            raise UserError(
+                f"eval.resolutions[{i}]",
+                f"{r!r} is not a multiple of model.patch_size={patch}",
+                f"e.g. {' or '.join(map(str, good))}",
+            )
+
+
+# -------------------------------------------------------------------- sizes against the data set
+def image_counts(data: dict) -> Counts | None:
+    """The images of the data set ``data`` names, or None when they cannot be counted before
+    loading (the official release not downloaded yet)."""
+    if data.get("name") == "shapes":
+        return counts_of(data, data.get("num_train", 0), data.get("num_test", 0))
+    root = Path(str(data.get("root"))).expanduser()
+    if data.get("format") == "imagefolder":
+        return counts_of(data, *(len(list_images(root, split).files) for split in ("train", "test")))
+    if (root / "cifar-10-batches-py").is_dir():
+        return counts_of(data, 50_000, 10_000)
+    return None
+
+
+def check_data_counts(c: dict) -> None:
+    """:func:`check_split` on the counted images, before training (nothing when they cannot be counted yet)."""
+    counts = image_counts(c["data"])
+    if counts is not None:
+        check_split(c["data"], counts, (c.get("eval") or {}).get("test_subset"))

@@ -1,0 +1,127 @@
+"""The training protocol of a run, read from its saved config: what it trained on, how long,
+at which sizes and precision, as columns of the report, and the one sentence made from them.
+
+The sentence (:meth:`Protocol.budget`, e.g. ``cifar10, full train set × 12 epochs, trained
+at 16-32 px, progressive 7/3/2 (native 32)``) is the ``budget`` key of a report: runs whose
+budgets differ land in different sections and plot panels, because their numbers are not
+comparable. It is written here only and never read back: a table that needs the epochs or
+the train sizes reads the columns (:meth:`Protocol.columns`, :meth:`Protocol.from_columns`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: the protocol columns, in the order a row holds them
+COLUMNS = (
+    "data", "train_images", "epochs", "img_size", "native_size", "train_sizes", "size_schedule", "size_epochs",
+    "precision",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How one run trained. ``train_sizes``: the sizes of multi-resolution training (empty: one
+    size, ``img_size``); ``size_schedule``: how those sizes take turns (``progressive``: runs of
+    epochs, ``size_epochs`` of them per size when given; anything else: drawn per batch)."""
+
+    data: str = "?"
+    train_images: int | None = None  # None: the full train set
+    epochs: int | None = None
+    img_size: int | None = None
+    native_size: int | None = None
+    train_sizes: tuple[int, ...] = ()
+    size_schedule: str = ""
+    size_epochs: tuple[int, ...] = ()
+    precision: str = ""
+
+    @classmethod
+    def of_config(cls, cfg: dict | None) -> Protocol | None:
+        """The protocol in a run's saved config (``hparams.yaml``'s ``cfg``); None without one."""
+        if not cfg:
+            return None
+        data, trainer = cfg.get("data") or {}, cfg.get("trainer") or {}
+        n = data.get("train_subset") or data.get("num_train")
+        return cls(
+            data=str(data.get("name", "?")),
+            train_images=n if isinstance(n, int) else None,
+            epochs=trainer.get("max_epochs"),
+            img_size=data.get("img_size"),
+            native_size=data.get("native_size"),
+            train_sizes=tuple(int(s) for s in data.get("train_sizes") or ()),
+            size_schedule=str(data.get("size_schedule") or ""),
+            size_epochs=tuple(int(e) for e in data.get("size_epochs") or ()),
+            precision=str(trainer.get("precision") or ""),
+        )
+
+    def columns(self) -> dict[str, object]:
+        """The protocol as one row's cells: numbers, strings, and sizes joined by ``/``."""
+        cells = {name: getattr(self, name) for name in COLUMNS}
+        for name in ("train_sizes", "size_epochs"):
+            cells[name] = "/".join(map(str, cells[name]))
+        return cells
+
+    @classmethod
+    def from_columns(cls, row) -> Protocol:
+        """The protocol of a row holding :meth:`columns` (a dict, a pandas row, or a CSV row of strings)."""
+        return cls(
+            data=str(row.get("data") or "?"),
+            train_images=_number(row.get("train_images")),
+            epochs=_number(row.get("epochs")),
+            img_size=_number(row.get("img_size")),
+            native_size=_number(row.get("native_size")),
+            train_sizes=_numbers(row.get("train_sizes")),
+            size_schedule=_text(row.get("size_schedule")),
+            size_epochs=_numbers(row.get("size_epochs")),
+            precision=_text(row.get("precision")),
+        )
+
+    @property
+    def progressive(self) -> bool:
+        """Multi-resolution training in runs of epochs per size (not a size drawn per batch)."""
+        return bool(self.train_sizes) and self.size_schedule == "progressive"
+
+    def schedule(self) -> str:
+        """``progressive 7/3/2`` (epochs per size), ``progressive`` (split evenly), or "" (one size,
+        or a size drawn per batch)."""
+        if not self.progressive:
+            return ""
+        return "progressive" + (" " + "/".join(map(str, self.size_epochs)) if self.size_epochs else "")
+
+    def trained_at(self) -> str | None:
+        """``16-32`` (multi-resolution) or ``16`` (one size other than the native one); None for the
+        plain protocol, training and testing at the native size."""
+        if self.train_sizes:
+            return f"{min(self.train_sizes)}-{max(self.train_sizes)}"
+        if self.native_size and self.img_size and self.native_size != self.img_size:
+            return str(self.img_size)
+        return None
+
+    def budget(self) -> str:
+        """The sentence naming this protocol: ``<data>, <n> train × <e> epochs`` and, when it is not
+        the plain one, ``, trained at <sizes> px[, progressive[ 7/3/2]] (native <n>)``."""
+        size = f"{self.train_images:,} train" if self.train_images is not None else "full train set"
+        text = f"{self.data}, {size}" + (f" × {self.epochs} epochs" if self.epochs is not None else "")
+        sizes = self.trained_at()
+        if sizes is None:
+            return text
+        schedule = f", {self.schedule()}" if self.schedule() else ""
+        native = f" (native {self.native_size})" if self.native_size else ""
+        return f"{text}, trained at {sizes} px{schedule}{native}"
+
+
+def _missing(value) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+def _number(value) -> int | None:
+    return None if _missing(value) else int(float(value))
+
+
+def _numbers(value) -> tuple[int, ...]:
+    return () if _missing(value) else tuple(int(v) for v in str(value).split("/"))
+
+
+def _text(value) -> str:
+    return "" if _missing(value) else str(value)

@@ -1,0 +1,128 @@
+"""The rules of the image data options, free of torch: the config check
+(:mod:`vitpos.checks.data`) runs them on the composed config before anything is written, and
+:class:`vitpos.data.images.ImageDataModule` runs the same functions on its own arguments and
+(:func:`check_split`) on the images it loaded, for a data set that could not be counted
+before loading. Each rule is written once, here; each raises :class:`UserError` (a
+``ValueError``) naming the option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vitpos.errors import UserError
+
+DATASETS = ("cifar10", "shapes")  # data.name of the image task
+FORMATS = ("torchvision", "imagefolder")  # data.format of cifar10
+POLICIES = ("none", "trivial", "randaugment")  # data.augment (vitpos.data.augment.policy_transform)
+SIZE_SCHEDULES = ("random", "progressive")  # data.size_schedule (vitpos.data.schedule)
+
+
+def is_integer(value) -> bool:
+    """An integer, and not ``True``/``False`` (which Python counts as 1 and 0): the one test of
+    every integer option (also :mod:`vitpos.checks.options`)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_image_data(data: dict, patch: int | None = None) -> None:
+    """The image data options: ``data.name`` and ``data.format``; ``data.train_sizes`` (null, or
+    sizes ``patch`` tiles: positive sizes when the patch is not known, as in the data module);
+    ``data.size_schedule`` and ``data.size_epochs``; ``data.native_size`` null for generated shapes."""
+    name, form = data.get("name", "cifar10"), data.get("format", "torchvision")
+    if name not in DATASETS:
+        raise UserError("data.name", f"unknown data set {name!r}", f"valid: {', '.join(DATASETS)} (data=...)")
+    if form not in FORMATS:
+        raise UserError("data.format", f"unknown {form!r}", f"valid: {', '.join(FORMATS)}")
+    sizes = data.get("train_sizes")
+    check_train_sizes(sizes, patch)
+    check_size_schedule(sizes, data.get("size_schedule", "random"), data.get("size_epochs"))
+    if data.get("native_size") is not None and name == "shapes":
+        raise UserError("data.native_size", "generated shapes are drawn at every size", "leave data.native_size=null")
+
+
+def check_train_sizes(sizes, patch: int | None) -> None:
+    """``data.train_sizes``: null, or a list of sizes ``patch`` tiles (any positive size when the
+    patch is not known, as in the data module)."""
+    if sizes is None:
+        return
+    if not isinstance(sizes, Sequence) or isinstance(sizes, str) or not sizes:
+        raise UserError("data.train_sizes", f"must be null or a list of sizes, got {sizes!r}", "e.g. [16,24,32]")
+    step = patch or 1
+    rule = f"a multiple of model.patch_size={patch}" if patch else "a positive integer size"
+    fix = f"use multiples of {step}, e.g. data.train_sizes=[{2 * step},{3 * step},{4 * step}]"
+    for i, r in enumerate(sizes):
+        if not is_integer(r) or r < step or r % step:
+            raise UserError(f"data.train_sizes[{i}]", f"{r!r} is not {rule}", fix if patch else "e.g. [16,24,32]")
+
+
+def check_size_schedule(sizes, schedule: str, size_epochs) -> None:
+    """``data.size_schedule`` and ``data.size_epochs`` against ``data.train_sizes`` (``sizes``);
+    ``size_epochs`` may be any sequence (a list, or Hydra's ListConfig)."""
+    if schedule not in SIZE_SCHEDULES:
+        raise UserError("data.size_schedule", f"unknown {schedule!r}", f"valid: {', '.join(SIZE_SCHEDULES)}")
+    if schedule == "progressive" and not sizes:
+        raise UserError(
+            "data.size_schedule", "progressive needs the sizes to go through", "e.g. data.train_sizes=[16,24,32]"
+        )
+    if size_epochs is None:
+        return
+    if schedule != "progressive" or not isinstance(size_epochs, Sequence) or len(size_epochs) != len(sizes or []):
+        raise UserError(
+            "data.size_epochs",
+            f"{size_epochs!r} must give the epochs of each of data.train_sizes={sizes!r}, "
+            "with size_schedule=progressive",
+            "e.g. data.train_sizes=[16,24,32] data.size_schedule=progressive data.size_epochs=[6,3,3]",
+        )
+    for i, n in enumerate(size_epochs):
+        if not is_integer(n) or n < 1:
+            raise UserError(f"data.size_epochs[{i}]", f"{n!r} is not a positive number of epochs", "e.g. [6,3,3]")
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The training and test images of a data set, and where they were counted (for the messages)."""
+
+    train: int
+    test: int
+    where_train: str
+    where_test: str
+
+
+def counts_of(data: dict, train: int, test: int) -> Counts:
+    """:class:`Counts` of ``train`` and ``test`` images of the data set ``data`` names."""
+    if data.get("name") == "shapes":
+        return Counts(train, test, "data.num_train", "data.num_test")
+    root = str(Path(str(data.get("root"))).expanduser())
+    return Counts(train, test, root, root)
+
+
+def check_split(data: dict, counts: Counts, eval_subset: int | None = None) -> None:
+    """``data.val_size`` against the training images, ``data.train_subset`` against what the
+    validation split leaves, ``data.test_subset`` and ``eval.test_subset`` (``eval_subset``)
+    against the test images."""
+    val = data.get("val_size") or 0
+    if val >= counts.train:
+        raise UserError(
+            "data.val_size",
+            f"{val} leaves no training images out of {counts.train} ({counts.where_train})",
+            f"use data.val_size < {counts.train}",
+        )
+    left, subset = counts.train - val, data.get("train_subset")
+    if subset is not None and subset > left:
+        raise UserError(
+            "data.train_subset",
+            f"{subset} is more than the {left} training images left after data.val_size={val} ({counts.where_train})",
+            f"use data.train_subset <= {left}, or null for all of them",
+        )
+    n_test = counts.test
+    for option, value in (("data.test_subset", data.get("test_subset")), ("eval.test_subset", eval_subset)):
+        if value is not None and value > n_test:
+            raise UserError(
+                option,
+                f"{value} is more than the {n_test} test images ({counts.where_test})",
+                f"use {option} <= {n_test}, or null",
+            )
+        if option == "data.test_subset" and value is not None:
+            n_test = value

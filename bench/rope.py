@@ -6,7 +6,7 @@ q and k (which require grad) and back-propagates a fixed random cotangent.
 Peers: rotary-embedding-torch (``rotate_queries_or_keys`` / axial
 ``apply_rotary_emb`` with precomputed freqs), timm's ``RotaryEmbeddingCat`` +
 ``apply_rot_embed_cat`` (EVA's helpers, table precomputed), and the textbook
-rotate-half (``tests/encoding_references.rotate_half_reference``, the suite's reference) under ``torch.compile``;
+rotate-half (``bench/references.rotate_half_reference``, also the suite's reference) under ``torch.compile``;
 vitpos's half layout also runs compiled (inductor fuses its real-arithmetic form).
 Ratios are against the fastest peer (> 1: vitpos is faster).
 """
@@ -17,10 +17,10 @@ import torch
 from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
 from timm.layers.pos_embed_sincos import RotaryEmbeddingCat, apply_rot_embed_cat
 
-from tests.encoding_references import rotate_half_reference
 from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.encodings import functional as fn
 
+from .references import rotate_half_reference
 from .timing import header, interleaved_medians, table
 
 

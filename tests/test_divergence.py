@@ -47,11 +47,8 @@ def test_lr_100_stops_in_the_first_epoch_and_is_marked_diverged(tmp_path):
     assert rerun.code != 0 and "diverged" in rerun.err  # refused, not trained again
 
 
-def test_guard_stops_on_a_nan_loss_and_a_nan_val_loss():
-    import pytest
-
-    from vitpos.callbacks import DivergenceGuard
-    from vitpos.errors import DivergenceError
+def fake_trainer(epoch: int, metrics: dict):
+    """The few Trainer attributes DivergenceGuard reads, with a one-process strategy."""
 
     class Strategy:
         @staticmethod
@@ -59,9 +56,20 @@ def test_guard_stops_on_a_nan_loss_and_a_nan_val_loss():
             return flag
 
     class Trainer:
-        current_epoch, global_step, num_training_batches, sanity_checking = 0, 5, 10, False
+        current_epoch, global_step, num_training_batches, sanity_checking = epoch, 5, 10, False
         strategy = Strategy()
-        callback_metrics = {"val/loss": torch.tensor(float("nan"))}
+        callback_metrics = metrics
+
+    return Trainer
+
+
+def test_guard_stops_on_a_nan_loss_and_a_nan_val_loss():
+    import pytest
+
+    from vitpos.callbacks import DivergenceGuard
+    from vitpos.errors import DivergenceError
+
+    Trainer = fake_trainer(0, {"val/loss": torch.tensor(float("nan"))})
 
     guard = DivergenceGuard("optim.lr=1 too high")
     guard.on_train_batch_end(Trainer(), None, {"loss": torch.tensor(2.0)}, None, 0)  # finite: nothing
@@ -80,15 +88,7 @@ def test_guard_stops_a_finite_runaway_loss_and_a_collapse_to_chance():
     from vitpos.callbacks import DivergenceGuard
     from vitpos.errors import DivergenceError
 
-    class Strategy:
-        @staticmethod
-        def reduce_boolean_decision(flag, all=True):
-            return flag
-
-    class Trainer:
-        current_epoch, global_step, num_training_batches, sanity_checking = 1, 5, 10, False
-        strategy = Strategy()
-        callback_metrics = {"val/loss": torch.tensor(1.0), "val/acc": torch.tensor(0.9)}
+    Trainer = fake_trainer(1, {"val/loss": torch.tensor(1.0), "val/acc": torch.tensor(0.9)})
 
     guard = DivergenceGuard("optim.lr=100 too high")
     guard.classes = 4  # bound: 10 x ln 4 = 13.9

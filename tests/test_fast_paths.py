@@ -4,8 +4,8 @@ mask built in the autocast dtype, capped smoke evaluation, threads per sweep job
 import pytest
 import torch
 from conftest import EvalModule, small_vit
-from encoding_references import rotate_half_reference
 
+from bench.references import rotate_half_reference
 from vitpos.extrapolate import evaluate_sizes
 from vitpos.models.attention import build_attention_mask
 from vitpos.runtime import resolve_threads

@@ -142,8 +142,8 @@ def test_every_image_encoding_trains_across_sizes_from_the_command_line_and_extr
     sweep, one process: shapes, the native model config, 6 batches, compile off: three graphs per encoding
     cost minutes on a CPU, and compiling per size is tests/test_compile.py's), is scored at each size, and
     extrapolates from its checkpoint with python -m vitpos.extrapolate."""
-    sweep = yaml.safe_load((ROOT / "configs" / "experiment" / "extrapolation_native.yaml").read_text())
-    encodings = sweep["hydra"]["sweeper"]["params"]["encoding"].split(",")  # the image encodings compared
+    shared = yaml.safe_load((ROOT / "configs" / "sweep" / "image_encodings.yaml").read_text())
+    encodings = shared["encoding"].split(",")  # the image encodings every full comparison sweeps
     assert set(encodings) <= set(list_encodings(2)) and {"lookhere", "alibi_2d"} <= set(encodings)
     args = [
         "-m", "data=shapes", "model=vit_cpu_p2", "data.img_size=16", "data.train_sizes=[16,24,32]",

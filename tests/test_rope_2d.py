@@ -6,8 +6,8 @@ import itertools
 import pytest
 import torch
 from conftest import make_encoding
-from encoding_references import rotate_half_reference
 
+from bench.references import rotate_half_reference
 from vitpos.encodings import functional as fn
 
 ROPE_2D = ["rope_2d", "rope_2d_mixed"]

@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-from encoding_references import rotate_half_reference
 
+from bench.references import rotate_half_reference
 from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.encodings import functional as fn
 from vitpos.encodings.alibi import alibi_bias

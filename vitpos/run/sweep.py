@@ -1,4 +1,4 @@
-"""Sweeps (``python train.py -m ...``) that report every job and survive a failed one (issues 19, 22).
+"""Sweeps (``python train.py -m ...``) that report every job and survive a failed one.
 
 A job that fails (bad input, divergence, a crash) writes its one-line error to
 ``<job folder>/error.log`` (a finished job: its result in ``outcome.txt``) (``multirun/<date>/<time>/<n>/``), which
@@ -54,6 +54,12 @@ class SweepReport(Callback):
 
     def __init__(self) -> None:
         self.start: dict[int, float] = {}
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        _failed.clear()  # a new sweep: an earlier one in this process (train.py's main called twice) is not this one
+
+    def on_run_start(self, config, **kwargs) -> None:
+        _failed.clear()  # a single run after a sweep in the same process reports its own outcome only
 
     def on_job_start(self, config, **kwargs) -> None:
         if config.hydra.mode is None or str(config.hydra.mode) != "RunMode.MULTIRUN":

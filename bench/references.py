@@ -1,4 +1,5 @@
-"""Reference forms the encodings are checked against, for tests only (not part of ``vitpos``)."""
+"""Reference forms the encodings are checked against: the peers of ``bench/rope.py`` and
+the references of the RoPE tests (not part of ``vitpos``)."""
 
 from __future__ import annotations
 

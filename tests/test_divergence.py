@@ -5,8 +5,12 @@ likely cause, a non-zero exit, no non-finite checkpoint, and the run marked dive
 
 import json
 
+import pytest
 import torch
 from conftest import run_command
+
+from vitpos.callbacks import DivergenceGuard
+from vitpos.errors import DivergenceError
 
 TINY = [
     "data=shapes",
@@ -64,11 +68,6 @@ def fake_trainer(epoch: int, metrics: dict):
 
 
 def test_guard_stops_on_a_nan_loss_and_a_nan_val_loss():
-    import pytest
-
-    from vitpos.callbacks import DivergenceGuard
-    from vitpos.errors import DivergenceError
-
     Trainer = fake_trainer(0, {"val/loss": torch.tensor(float("nan"))})
 
     guard = DivergenceGuard("optim.lr=1 too high")
@@ -83,11 +82,6 @@ def test_guard_stops_on_a_nan_loss_and_a_nan_val_loss():
 
 def test_guard_stops_a_finite_runaway_loss_and_a_collapse_to_chance():
     """Divergence beyond NaN: a loss 10x a uniform guess's, or val/acc back at chance."""
-    import pytest
-
-    from vitpos.callbacks import DivergenceGuard
-    from vitpos.errors import DivergenceError
-
     Trainer = fake_trainer(1, {"val/loss": torch.tensor(1.0), "val/acc": torch.tensor(0.9)})
 
     guard = DivergenceGuard("optim.lr=100 too high")

@@ -57,31 +57,14 @@ def test_short_run_writes_events_checkpoints_and_resumes(tmp_path):
         torch.save(state, run / "checkpoints" / "last.ckpt")
         train(cfg)
     (run / "checkpoints" / "last.ckpt").unlink()
-    train(
-        config(
-            tmp_path,
-            "encoding=rope_2d",
-            "trainer.max_epochs=2",
-            "eval.resolutions=[24]",
-            f"resume={marked}",
-            *SHAPES_TINY,
-        )
-    )
+    two_epochs = ("encoding=rope_2d", "trainer.max_epochs=2", "eval.resolutions=[24]", *SHAPES_TINY)
+    train(config(tmp_path, *two_epochs, f"resume={marked}"))
     resumed = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert resumed["global_step"] == 2 * first_step
     assert resumed["state_dict"]["model.head.bias"].min() > 900  # started from the checkpoint, not from scratch
     assert run_dir(config(tmp_path, "encoding=rope_2d", "model.depth=2", *SHAPES_TINY)) != run  # never shared
     with pytest.raises(UserError, match=r"resume=false but .* \(pass resume=auto"):
-        train(
-            config(
-                tmp_path,
-                "encoding=rope_2d",
-                "trainer.max_epochs=2",
-                "eval.resolutions=[24]",
-                "resume=false",
-                *SHAPES_TINY,
-            )
-        )
+        train(config(tmp_path, *two_epochs, "resume=false"))
 
 
 @pytest.mark.slow

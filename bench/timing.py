@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 from tqdm.auto import tqdm
 
-from vitpos.compare.tables import markdown_table
+from vitpos.tables import markdown_table
 
 
 def _sync() -> None:

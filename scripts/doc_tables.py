@@ -10,6 +10,7 @@ so every row adds up as printed.
 from __future__ import annotations
 
 from vitpos.compare.protocol import Protocol
+from vitpos.sizes import size_order
 from vitpos.tables import markdown_table
 
 from .report_rows import accuracies, best_other_strategy, encoding_of, sizes_of, training_of
@@ -19,7 +20,7 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def size_header(size: int, upsampled: bool, native: int) -> str:
+def size_header(size: int | str, upsampled: bool, native: int | str) -> str:
     return f"{size} px (up)" if upsampled else f"{size} px (native)" if size == native else f"{size} px"
 
 
@@ -31,7 +32,7 @@ def native_headline(report: list[dict]) -> str:
     if not rows:
         raise ValueError("the report has no single-size run of the native protocol")
     training = training_of(rows[0])
-    largest = max(s for s, _ in sizes_of(rows))
+    largest = sizes_of(rows)[-1][0]  # sizes_of: smallest first, in pixels
     native, small = training.native, training.smallest
     table = []
     for row in rows:
@@ -81,7 +82,7 @@ def multires_vs_single(report: list[dict]) -> str:
             best = None if training_of(row).multi_resolution else best_other_strategy(row, native)
             if best:
                 table.append(line(name, row, best[0]))
-    small = min(training_of(r).smallest for r in report)
+    small = min((training_of(r).smallest for r in report), key=size_order)
     header = ["encoding", "training", *(size_header(s, up, native) for s, up in sizes), f"{native} px - {small} px"]
     return markdown_table(header, table)
 

@@ -18,6 +18,7 @@ from vitpos.compare.protocol import Protocol
 from vitpos.compare.read import find_runs
 from vitpos.compare.report import HASH
 from vitpos.compare.summary import KEYS
+from vitpos.sizes import compact, parse_name, size_order
 from vitpos.tables import EXTRAP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,12 +55,12 @@ def read_report(folder: Path) -> list[dict]:
 class Training:
     """How a report row trained, as the doc tables print it: epochs, train size(s) (``16`` or
     ``16-32``), the smallest of them, the native size, and the size schedule of multi-resolution
-    training ("" for sizes drawn per batch)."""
+    training ("" for sizes drawn per batch). A size is a side, or ``"16x32"`` when not square."""
 
     epochs: int
     sizes: str
-    smallest: int
-    native: int
+    smallest: int | str
+    native: int | str
     multi_resolution: bool
     schedule: str = ""
 
@@ -74,7 +75,7 @@ def training_of(row: dict) -> Training:
     sizes = protocol.trained_at()
     if protocol.epochs is None or sizes is None or not protocol.native_size:
         raise ValueError(f"report row {row['label']!r}: its protocol names no train size and native size")
-    smallest = min(protocol.train_sizes or (protocol.img_size,))
+    smallest = min(protocol.train_sizes or (protocol.img_size,), key=size_order)
     multi = bool(protocol.train_sizes)
     return Training(protocol.epochs, sizes, smallest, protocol.native_size, multi, protocol.schedule())
 
@@ -86,24 +87,26 @@ def encoding_of(label: str) -> str:
 
 def _resolution_means(row: dict[str, str]):
     """(size, upsampled, strategy or None for the default, mean accuracy in %) of every filled
-    ``test/acc@res<size>[up][/<strategy>]_mean`` column of one report row."""
+    ``test/acc@res<size>[up][/<strategy>]_mean`` column of one report row; a size is a side, or
+    ``"16x32"`` for a non-square one (:func:`vitpos.sizes.compact`)."""
     for column, value in row.items():
         match = EXTRAP.match(column.removesuffix("_mean")) if column.endswith("_mean") and value else None
         if match and match[1] == "res":
-            yield int(match[2]), bool(match[3]), match[4], 100 * float(value)
+            yield compact(parse_name(match[2])), bool(match[3]), match[4], 100 * float(value)
 
 
-def accuracies(row: dict[str, str]) -> dict[tuple[int, str | None], float]:
+def accuracies(row: dict[str, str]) -> dict[tuple[int | str, str | None], float]:
     """{(size, strategy or None for the default): mean test accuracy in %} of one report row."""
     return {(size, strategy): acc for size, _, strategy, acc in _resolution_means(row)}
 
 
-def sizes_of(rows: list[dict[str, str]]) -> list[tuple[int, bool]]:
-    """(size, upsampled) of every evaluation size in ``rows``, smallest first."""
-    return sorted({(size, up) for row in rows for size, up, strategy, _ in _resolution_means(row) if not strategy})
+def sizes_of(rows: list[dict[str, str]]) -> list[tuple[int | str, bool]]:
+    """(size, upsampled) of every evaluation size in ``rows``, smallest first (in pixels)."""
+    found = {(size, up) for row in rows for size, up, strategy, _ in _resolution_means(row) if not strategy}
+    return sorted(found, key=lambda su: (size_order(su[0]), su[1]))
 
 
-def best_other_strategy(row: dict[str, str], size: int) -> tuple[str, float] | None:
+def best_other_strategy(row: dict[str, str], size: int | str) -> tuple[str, float] | None:
     """The non-default strategy with the best accuracy at ``size``, when it beats the default
     there (rounded as printed), else None."""
     acc = accuracies(row)

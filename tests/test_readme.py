@@ -68,6 +68,7 @@ PAGES = (
     "docs/extrapolation.md",
     "docs/sequences.md",
     "docs/compare.md",
+    "docs/export.md",  # exports the sincos_2d run of the README
     "docs/performance.md",
     "docs/reliability.md",
     "docs/architecture.md",
@@ -116,6 +117,8 @@ RUNNERS = {
     "bash ../shared/datasets/unpack-cifar10.sh": [],  # returns at once: data/cifar10/.complete exists
     "python train.py": [*TRAIN_SMOKE, "eval.resolutions=[24]"],
     "python train.py data=shapes": [*TRAIN_SMOKE, "data.num_test=256", "data.val_size=128", "eval.resolutions=[24]"],
+    # the non-square sizes example: its own eval.resolutions are the point, so they stay
+    "python train.py data=shapes model=vit_micro": [*TRAIN_SMOKE, "data.num_test=256", "data.val_size=128"],
     "python train.py data.format=imagefolder": [*TRAIN_SMOKE, "data.test_subset=500", "eval.resolutions=[24,32]"],
     "python train.py task=sequence": [*TRAIN_SMOKE, "eval.lengths=[32,128]"],
     "python train.py -m experiment=compare_cifar_quick": [
@@ -166,6 +169,7 @@ RUNNERS = {
     ],
     "python -m vitpos.compare": [],
     "python -m vitpos.viz": [],
+    "python -m vitpos.export": [],  # a vit_cpu graph checked at three sizes: seconds, nothing to shrink
     "python -m vitpos.extrapolate": [],
     "python -m vitpos.extrapolate ckpt=runs/shapes/": ["resolutions=[24,32]", "data.num_test=256"],
     "python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick/": ["resolutions=[32,48]", "data.test_subset=500"],
@@ -232,6 +236,7 @@ HELP_TOOLS = (
     "python -m vitpos.compare",
     "python -m vitpos.extrapolate",
     "python -m vitpos.viz",
+    "python -m vitpos.export",
     "python -m bench.run",
 )
 

@@ -10,7 +10,9 @@ Estimate (:func:`evaluation_memory`), for one eval batch of ``B`` items of ``N``
 (3 copies of ``B x H x N x N``), the activations of one block (``8 x B x N x D``: the residual,
 q, k, v, the MLP's hidden width and their outputs) and the test inputs (images: the test set
 resized to that size and one intermediate copy; sequences: the token ids). Attention dominates:
-it grows with ``N^2``, i.e. with the fourth power of an image's side.
+it grows with ``N^2``, i.e. with the fourth power of an image's side. An image of ``h x w`` pixels
+(``data.img_size``, ``eval.resolutions``: a side or an ``[h, w]`` pair) has
+``(h // patch) * (w // patch)`` tokens.
 
 Rule (in :func:`memory_problem`): an evaluation may plan to use :data:`MEMORY_FRACTION` of the
 memory free now on its device (:func:`vitpos.runtime.available_memory`: on the CPU, the least of
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 from vitpos.errors import UserError
 from vitpos.runtime import available_memory
+from vitpos.sizes import as_hw, size_name
 
 #: of the memory free now on the device, the part one evaluation may plan to use
 MEMORY_FRACTION = 0.8
@@ -37,9 +40,10 @@ GIB = 2**30
 @dataclass(frozen=True)
 class EvaluationMemory:
     """What one evaluation at ``size`` needs, in bytes; ``scaled`` (attention and activations)
-    grows with the batch, ``inputs`` (the test data at that size) does not."""
+    grows with the batch, ``inputs`` (the test data at that size) does not. ``size``: as the
+    messages name it (``48``, ``16x32`` or a sequence length)."""
 
-    size: int
+    size: str
     tokens: int
     batch: int
     scaled: int
@@ -55,26 +59,30 @@ class EvaluationMemory:
         return int((allowed - self.inputs) // per_item) if allowed > self.inputs else 0
 
 
-def evaluation_memory(cfg: Mapping, kind: str, size: int, num_test: int | None) -> EvaluationMemory:
+def evaluation_memory(cfg: Mapping, kind: str, size, num_test: int | None) -> EvaluationMemory:
     """The estimate (module docstring) for the run config ``cfg`` (a dict or an OmegaConf config)
-    evaluated at ``size`` (``kind``: ``"res"``, image pixels; ``"len"``, sequence tokens) on
-    ``num_test`` test items (None: not known yet, counted as one batch)."""
+    evaluated at ``size`` (``kind``: ``"res"``, image pixels, a side or ``[h, w]``; ``"len"``,
+    sequence tokens) on ``num_test`` test items (None: not known yet, counted as one batch)."""
     model, data = cfg["model"], cfg["data"]
+    model = {**model, **(model.get("geometry") or {})}  # a timm model's, saved by its task (model=timm)
     batch = int(data.get("eval_batch_size") or data.get("batch_size") or 1)
     batch = min(batch, max(num_test, 1)) if num_test is not None else batch
     items = batch if num_test is None else num_test
     if kind == "res":
-        tokens = (size // int(model["patch_size"])) ** 2 + (1 if model.get("pool") == "cls" else 0)
-        inputs = 2 * items * 3 * size * size * FLOAT32  # the resized copy and one intermediate
+        (h, w), patch = as_hw(size), int(model["patch_size"])
+        prefix = int(model.get("num_prefix_tokens", model.get("pool") == "cls"))  # class (and register) tokens
+        tokens = (h // patch) * (w // patch) + prefix
+        inputs = 2 * items * 3 * h * w * FLOAT32  # the resized copy and one intermediate
+        name = size_name((h, w))
     else:
-        tokens, inputs = size, items * size * 8  # int64 token ids
+        tokens, inputs, name = size, items * size * 8, str(size)  # int64 token ids
     attention = 3 * batch * int(model["num_heads"]) * tokens * tokens * FLOAT32  # logits, softmax, bias
     activations = 8 * batch * tokens * int(model["dim"]) * FLOAT32
-    return EvaluationMemory(size, tokens, batch, attention + activations, inputs)
+    return EvaluationMemory(name, tokens, batch, attention + activations, inputs)
 
 
 def memory_problem(
-    cfg: Mapping, kind: str, sizes: Iterable[tuple[str, int]], num_test: int | None, device: str = "cpu"
+    cfg: Mapping, kind: str, sizes: Iterable[tuple[str, object]], num_test: int | None, device: str = "cpu"
 ) -> UserError | None:
     """The refusal of the first ``(option, size)`` whose evaluation does not fit on ``device``, or
     None when all fit. Returned, not raised: the config check raises it, the extrapolation tool
@@ -90,7 +98,7 @@ def memory_problem(
         where = "for this process (RAM, ulimit -v, cgroup limit)" if str(device) == "cpu" else f"on {device}"
         return UserError(
             option,
-            f"{size} is refused: at {need.tokens} tokens an evaluation needs about {need.total / GIB:,.1f} GiB "
+            f"{need.size} is refused: at {need.tokens} tokens an evaluation needs about {need.total / GIB:,.1f} GiB "
             f"(attention of a batch of {need.batch}, data.eval_batch_size), more than {MEMORY_FRACTION:.0%} "
             f"of the {free / GIB:,.1f} GiB free {where}",
             f"use smaller sizes; {fix}",

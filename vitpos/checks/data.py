@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vitpos.data.folder import list_images
-from vitpos.data.options import POLICIES, Counts, check_image_data, check_split, counts_of, is_integer
+from vitpos.data.options import POLICIES, Counts, check_image_data, check_size, check_split, counts_of
 from vitpos.errors import UserError
 
 
@@ -44,22 +44,16 @@ def check_data_paths(data: dict, image: bool) -> None:
 # -------------------------------------------------------------------- sizes against the patches
 def check_sizes(c: dict) -> None:
     """:func:`check_image_data` with the model's patch size, then ``data.img_size`` and
-    ``eval.resolutions``: sizes ``model.patch_size`` tiles."""
+    ``eval.resolutions``: sizes (a side or an ``[h, w]`` pair) ``model.patch_size`` tiles
+    (:func:`check_size`, the rule the data module runs too)."""
     patch = c["model"]["patch_size"]  # an integer >= 1 (vitpos.checks.options)
     check_image_data(c["data"], patch)
-    size = c["data"].get("img_size")
-    if not is_integer(size) or size < patch or size % patch:
-        raise UserError(
-            "data.img_size", f"{size!r} is not a multiple of model.patch_size={patch}", f"pick a multiple of {patch}"
-        )
-    for i, r in enumerate(c.get("eval", {}).get("resolutions") or []):
-        if not is_integer(r) or r < patch or r % patch:
-            good = sorted({max(patch, (r // patch) * patch), (r // patch + 1) * patch}) if is_integer(r) else [size]
-            raise UserError(
-                f"eval.resolutions[{i}]",
-                f"{r!r} is not a multiple of model.patch_size={patch}",
-                f"e.g. {' or '.join(map(str, good))}",
-            )
+    check_size(c["data"].get("img_size"), "data.img_size", patch)
+    resolutions = c.get("eval", {}).get("resolutions") or []
+    if not isinstance(resolutions, list):
+        raise UserError("eval.resolutions", f"must be a list of sizes, got {resolutions!r}", "e.g. [16,[16,32],32]")
+    for i, r in enumerate(resolutions):
+        check_size(r, f"eval.resolutions[{i}]", patch)
 
 
 # -------------------------------------------------------------------- sizes against the data set

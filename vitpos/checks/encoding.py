@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from vitpos.errors import UserError
+from vitpos.sizes import as_hw
 
 
 def encoding_names(image: bool = True) -> str:
@@ -52,8 +53,9 @@ def check_encoding(c: dict, image: bool) -> None:
             )
     m = c["model"]
     if image:
-        side = c["data"]["img_size"] // m["patch_size"]
-        grid, prefix = (side, side), int(m.get("pool") == "cls")
+        h, w = as_hw(c["data"]["img_size"], "data.img_size")
+        prefix = int(m.get("num_prefix_tokens", m.get("pool") == "cls"))  # a timm model's (checks/timm_model.py)
+        grid = (h // m["patch_size"], w // m["patch_size"])
     else:
         grid, prefix = (c["data"]["train_len"],), 0
     if m.get("num_heads", 0) < 1 or m.get("dim", 0) % max(1, m.get("num_heads", 1)):

@@ -2,11 +2,13 @@
 
 Python counts ``True`` and ``False`` as the integers 1 and 0, and YAML turns ``true`` into
 ``True``: an integer option written as ``data.train_len=true`` would train on sequences of one
-token. :func:`vitpos.data.options.is_integer` is the one test of "an integer, not a boolean"; :data:`OPTIONS`
+token. :func:`vitpos.sizes.is_integer` is the one test of "an integer, not a boolean"; :data:`OPTIONS`
 declares each option once (integer or number, bounds, null allowed, the task it belongs to,
 the example the message suggests) and :func:`check_options` checks them all. The options
 whose rule involves another option (``data.img_size`` against ``model.patch_size``, the
-sizes against the data set) are checked in :mod:`vitpos.checks.data`.
+sizes against the data set) are checked in :mod:`vitpos.checks.data`, and so are the image sizes
+(a side or an ``[h, w]`` pair: ``data.img_size``, ``data.train_sizes``, ``data.native_size``,
+``eval.resolutions``, by :func:`vitpos.sizes.as_hw`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vitpos.data.options import is_integer
 from vitpos.errors import UserError
+from vitpos.sizes import is_integer
 
 IMAGE, SEQUENCE = "image", "sequence"
 
@@ -98,7 +100,6 @@ OPTIONS: dict[str, Int | Number] = {
     "data.num_length_test": Int(500, task=SEQUENCE),
     "model.patch_size": Int(4, task=IMAGE),
     "data.val_size": Int(5000, minimum=0, task=IMAGE),
-    "data.native_size": Int(32, null=True, task=IMAGE, fix="CIFAR-10: 32"),
     "data.crop_padding": Int(4, minimum=0, task=IMAGE),
 }
 

@@ -4,7 +4,10 @@ One panel per section of the report, i.e. per (task, model, budget): the budget
 names the protocol (data, epochs, train size, native or resampled test sizes),
 so lines of two protocols, whose numbers are not comparable, never share axes.
 The panels stack vertically with the legend beside each; an encoding keeps its
-colour in every panel of a figure.
+colour in every panel of a figure. On the resolution axis a non-square size
+(``test/acc@res16x32``) sits at ``sqrt(h w)``, the side of the square with as many
+pixels and tokens, as a triangle along its long side (:data:`vitpos.sizes.MARKERS`)
+not joined to its line, its name on the tick.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from vitpos.compare.report import HASH, section_title
+from vitpos.sizes import MARKERS, equivalent_side, orientation
 from vitpos.tables import EXTRAP
 
 #: line style per strategy: the encoding's default solid, the others dashed or dotted
@@ -84,18 +88,20 @@ def plot_val_curves(runs: list, complete: set[tuple[str, str, str, str]], path: 
 
 def plot_extrapolation(groups: pd.DataFrame, kind: str, path: Path) -> list[str]:
     """Mean test accuracy (%) vs resolution (``res``) or length (``len``), one line per
-    label[/strategy], one panel per (task, model, budget). Returns the panel titles (empty: no plot)."""
-    points = []  # (panel key, label, strategy, x, upsampled, mean, std)
+    label[/strategy], one panel per (task, model, budget); a non-square size is a triangle at
+    ``sqrt(h w)`` (module docstring). Returns the panel titles (empty: no plot)."""
+    points = []  # (panel key, label, strategy, size name, x, upsampled, mean, std)
     for _, g in groups.iterrows():
         for c in groups.columns:
             m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
             if m and m.group(1) == kind and not math.isnan(g[c]):
                 points.append(((g["task"], g["model"], g["budget"]), HASH.sub("", g["label"]), m.group(4) or "",
-                               int(m.group(2)), bool(m.group(3)), 100 * g[c],
+                               m.group(2), equivalent_side(m.group(2)), bool(m.group(3)), 100 * g[c],
                                100 * g[c.replace("_mean", "_std")]))  # fmt: skip
     if not points:
         return []
-    df = pd.DataFrame(points, columns=["key", "label", "strategy", "x", "up", "mean", "std"])
+    df = pd.DataFrame(points, columns=["key", "label", "strategy", "size", "x", "up", "mean", "std"])
+    df["shape"] = [orientation(n) for n in df["size"]]
     what = "resolution (pixels)" if kind == "res" else "sequence length"
     colors = _colors(df["label"])
     keys = sorted(set(df["key"]))
@@ -105,15 +111,27 @@ def plot_extrapolation(groups: pd.DataFrame, kind: str, path: Path) -> list[str]
         t = df[df["key"] == key]
         lines = t.groupby(["label", "strategy"], sort=True)
         for (label, strategy), d in lines:
-            d = d.sort_values("x")
-            ax.errorbar(d["x"], d["mean"], yerr=np.nan_to_num(d["std"]), marker="o", ms=3, capsize=2,
-                        color=colors[label], ls=STRATEGY_STYLES.get(strategy, (0, (1, 1))),
-                        label=label + (f"/{strategy}" if strategy else ""))  # fmt: skip
+            name, style = label + (f"/{strategy}" if strategy else ""), STRATEGY_STYLES.get(strategy, (0, (1, 1)))
+            for shape, at in d.sort_values("x").groupby("shape"):  # h x w sizes: their own markers, off the line
+                square = shape == "square"
+                ax.errorbar(at["x"], at["mean"], yerr=np.nan_to_num(at["std"]), marker=MARKERS[shape],
+                            ms=3 if square else 5, capsize=2, color=colors[label], ls=style if square else "none",
+                            label=name if square else None)  # fmt: skip
         ax.set(xlabel=what, ylabel="test/acc (%)")
         ax.set_title(title, fontsize="medium")
-        sizes = t.groupby("x")["up"].any().sort_index()  # a size above native: resampled, no new detail
-        ax.set_xticks(sizes.index, [f"{x}\n(upsampled)" if up else str(x) for x, up in sizes.items()])
+        ax.set_xticks(*_size_ticks(t))
         ax.grid(alpha=0.3)
         _legend(ax, lines.ngroups)
     _save(fig, path)
     return titles
+
+
+def _size_ticks(points: pd.DataFrame) -> tuple[list[float], list[str]]:
+    """The x ticks of one panel: a tick per position, named by its sizes (``16x32`` and ``32x16``
+    share ``sqrt(512)``), ``(upsampled)`` under a size above native (resampled, no new detail)."""
+    positions, names = [], []
+    for x, at in points.groupby("x", sort=True):
+        up = at.groupby("size")["up"].any()
+        positions.append(x)
+        names.append("\n".join(f"{n}\n(upsampled)" if u else n for n, u in up.items()))
+    return positions, names

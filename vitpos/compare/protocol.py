@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from vitpos.sizes import compact, parse_name, size_order
+
 #: the protocol columns, in the order a row holds them
 COLUMNS = (
     "data", "train_images", "epochs", "img_size", "native_size", "train_sizes", "size_schedule", "size_epochs",
@@ -24,14 +26,15 @@ COLUMNS = (
 class Protocol:
     """How one run trained. ``train_sizes``: the sizes of multi-resolution training (empty: one
     size, ``img_size``); ``size_schedule``: how those sizes take turns (``progressive``: runs of
-    epochs, ``size_epochs`` of them per size when given; anything else: drawn per batch)."""
+    epochs, ``size_epochs`` of them per size when given; anything else: drawn per batch). A size
+    is held as :func:`vitpos.sizes.compact` writes it: the side of a square, ``"16x32"`` otherwise."""
 
     data: str = "?"
     train_images: int | None = None  # None: the full train set
     epochs: int | None = None
-    img_size: int | None = None
-    native_size: int | None = None
-    train_sizes: tuple[int, ...] = ()
+    img_size: int | str | None = None
+    native_size: int | str | None = None
+    train_sizes: tuple[int | str, ...] = ()
     size_schedule: str = ""
     size_epochs: tuple[int, ...] = ()
     precision: str = ""
@@ -47,9 +50,9 @@ class Protocol:
             data=str(data.get("name", "?")),
             train_images=n if isinstance(n, int) else None,
             epochs=trainer.get("max_epochs"),
-            img_size=data.get("img_size"),
-            native_size=data.get("native_size"),
-            train_sizes=tuple(int(s) for s in data.get("train_sizes") or ()),
+            img_size=None if data.get("img_size") is None else compact(data["img_size"]),
+            native_size=None if data.get("native_size") is None else compact(data["native_size"]),
+            train_sizes=tuple(compact(s) for s in data.get("train_sizes") or ()),
             size_schedule=str(data.get("size_schedule") or ""),
             size_epochs=tuple(int(e) for e in data.get("size_epochs") or ()),
             precision=str(trainer.get("precision") or ""),
@@ -69,9 +72,9 @@ class Protocol:
             data=str(row.get("data") or "?"),
             train_images=_number(row.get("train_images")),
             epochs=_number(row.get("epochs")),
-            img_size=_number(row.get("img_size")),
-            native_size=_number(row.get("native_size")),
-            train_sizes=_numbers(row.get("train_sizes")),
+            img_size=_size(row.get("img_size")),
+            native_size=_size(row.get("native_size")),
+            train_sizes=_sizes(row.get("train_sizes")),
             size_schedule=_text(row.get("size_schedule")),
             size_epochs=_numbers(row.get("size_epochs")),
             precision=_text(row.get("precision")),
@@ -92,8 +95,8 @@ class Protocol:
     def trained_at(self) -> str | None:
         """``16-32`` (multi-resolution) or ``16`` (one size other than the native one); None for the
         plain protocol, training and testing at the native size."""
-        if self.train_sizes:
-            return f"{min(self.train_sizes)}-{max(self.train_sizes)}"
+        if self.train_sizes:  # smallest to largest in pixels: 16-32, 16-16x32
+            return f"{min(self.train_sizes, key=size_order)}-{max(self.train_sizes, key=size_order)}"
         if self.native_size and self.img_size and self.native_size != self.img_size:
             return str(self.img_size)
         return None
@@ -117,6 +120,18 @@ def _missing(value) -> bool:
 
 def _number(value) -> int | None:
     return None if _missing(value) else int(float(value))
+
+
+def _size(value) -> int | str | None:
+    """A size cell (``32``, ``32.0`` as pandas may read it, ``16x32``) as :func:`compact` writes it."""
+    if _missing(value):
+        return None
+    return compact(parse_name(str(value).removesuffix(".0")))
+
+
+def _sizes(value) -> tuple[int | str, ...]:
+    """Sizes joined by ``/`` (``16/16x32/32``), each as :func:`_size` reads it."""
+    return () if _missing(value) else tuple(_size(v) for v in str(value).split("/"))
 
 
 def _numbers(value) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ import re
 
 import pandas as pd
 
+from vitpos.sizes import size_order
 from vitpos.tables import EXTRAP, markdown_table
 
 HASH = re.compile(r"-[0-9a-f]{6}$")  # the config hash of a run folder name (vitpos.run.identity)
@@ -76,12 +77,13 @@ def fmt_minutes(minutes: float) -> str:
 
 
 def strategy_tables(groups: pd.DataFrame, names: dict[str, str], kind: str) -> list[str]:
-    """One Markdown table per strategy: rows the labels that have it, columns the sizes."""
-    found: dict[str, dict[tuple[int, str], str]] = {}  # strategy -> (size, "" | " (upsampled)") -> column
+    """One Markdown table per strategy: rows the labels that have it, columns the sizes (a
+    non-square one, ``16x32``, a column of its own, in order of pixels)."""
+    found: dict[str, dict[tuple, str]] = {}  # strategy -> (size order, size name, "" | " (upsampled)") -> column
     for c in groups.columns:
         m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
         if m and m.group(1) == kind and groups[c].notna().any():
-            size = (int(m.group(2)), " (upsampled)" if m.group(3) else "")
+            size = (size_order(m.group(2)), m.group(2), " (upsampled)" if m.group(3) else "")
             found.setdefault(m.group(4) or "", {})[size] = c.removesuffix("_mean")
     parts = []
     for strategy in sorted(found, key=lambda s: (s != "", s)):
@@ -95,7 +97,7 @@ def strategy_tables(groups: pd.DataFrame, names: dict[str, str], kind: str) -> l
         parts += [
             f"#### test/acc vs {KIND_TITLE[kind]}: {title}",
             "",
-            markdown_table(["label", *(f"{n}{up}" for n, up in sizes)], rows),
+            markdown_table(["label", *(f"{n}{up}" for _, n, up in sizes)], rows),
             "",
         ]
     return parts

@@ -16,6 +16,7 @@ from vitpos.compare.plots import plot_extrapolation, plot_val_curves
 from vitpos.compare.protocol import COLUMNS as PROTOCOL
 from vitpos.compare.read import Job, Run, find_jobs, find_param_count, find_runs, read_run, runs_of_jobs
 from vitpos.compare.report import markdown_report
+from vitpos.sizes import size_order
 from vitpos.tables import EXTRAP
 
 
@@ -83,12 +84,13 @@ def summarize(run: Run) -> dict:
 
 
 def metric_order(name: str) -> tuple:
-    """Sort key: val, test/acc, test/loss, acc@res by size, acc@len by length, the rest."""
+    """Sort key: val, test/acc, test/loss, acc@res by size (in pixels: 16, 16x32, 24), acc@len by
+    length, the rest."""
     m = EXTRAP.match(name)
     if m:
-        return (2 if m.group(1) == "res" else 3, int(m.group(2)), m.group(4) or "")
+        return (2 if m.group(1) == "res" else 3, size_order(m.group(2)), m.group(4) or "")
     fixed = ["val/acc_best", "val/acc_final", "test/acc", "test/acc_raw", "test/loss", "time/fit_min", "time/eval_min"]
-    return (0, fixed.index(name), "") if name in fixed else (4, 0, name)
+    return (0, (fixed.index(name),), "") if name in fixed else (4, (0,), name)
 
 
 KEYS = ["task", "model", "budget", "label"]

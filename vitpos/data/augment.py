@@ -5,26 +5,32 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from vitpos.sizes import as_hw
+
 from .options import POLICIES
 
 
-def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Pad by ``padding`` (zeros) and take one random HxW crop per image.
+def random_crop(
+    images: torch.Tensor, padding: int | tuple[int, int], generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Pad by ``padding`` (zeros; a pair: ``(rows, columns)`` for a non-square image) and take one
+    random HxW crop per image.
 
     images: (B, C, H, W). Implemented as a gather with per-image offsets, so the
     whole batch is cropped in one op.
     """
-    if padding <= 0:
+    py, px = (padding, padding) if isinstance(padding, int) else padding
+    if py <= 0 and px <= 0:
         return images
     b, c, h, w = images.shape
-    padded = F.pad(images, (padding,) * 4)  # (B, C, H+2p, W+2p)
-    dy = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=images.device)
-    dx = torch.randint(0, 2 * padding + 1, (b,), generator=generator, device=images.device)
+    padded = F.pad(images, (px, px, py, py))  # (B, C, H+2py, W+2px)
+    dy = torch.randint(0, 2 * py + 1, (b,), generator=generator, device=images.device)
+    dx = torch.randint(0, 2 * px + 1, (b,), generator=generator, device=images.device)
     # two gathers with broadcast (stride-0) indices: ~7x faster on CPU than one 4-index fancy
     # index, which materializes four (B, C, H, W) int64 index tensors
     rows = (dy[:, None] + torch.arange(h, device=images.device))[:, None, :, None]  # (B, 1, H, 1)
     cols = (dx[:, None] + torch.arange(w, device=images.device))[:, None, None, :]  # (B, 1, 1, W)
-    rows = rows.expand(b, c, h, w + 2 * padding)
+    rows = rows.expand(b, c, h, w + 2 * px)
     return padded.gather(2, rows).gather(3, cols.expand(b, c, h, w))  # (B, C, H, W)
 
 
@@ -40,15 +46,17 @@ def normalize(images: torch.Tensor, mean, std) -> torch.Tensor:
     return (images.float() / 255.0 - mean) / std
 
 
-def resize_images(images: torch.Tensor, size: int) -> torch.Tensor:
-    """uint8 (N, C, H, W) -> uint8 (N, C, size, size), bicubic, antialiased when shrinking."""
-    if images.shape[-1] == size and images.shape[-2] == size:
+def resize_images(images: torch.Tensor, size) -> torch.Tensor:
+    """uint8 (N, C, H, W) -> uint8 (N, C, h, w), bicubic, antialiased when either side shrinks.
+    ``size``: a side or ``(h, w)`` (:func:`vitpos.sizes.as_hw`); each axis is resized on its own,
+    so one may shrink while the other grows."""
+    h, w = as_hw(size)
+    if tuple(images.shape[-2:]) == (h, w):
         return images
+    shrink = h < images.shape[-2] or w < images.shape[-1]
     out = []
     for chunk in images.split(1024):
-        x = F.interpolate(
-            chunk.float(), size=(size, size), mode="bicubic", align_corners=False, antialias=size < chunk.shape[-1]
-        )
+        x = F.interpolate(chunk.float(), size=(h, w), mode="bicubic", align_corners=False, antialias=shrink)
         out.append(x.round().clamp(0, 255).to(torch.uint8))
     return torch.cat(out)
 

@@ -13,6 +13,9 @@ original test pixels at S = native (no resize at all), downsamples below it and
 upsamples above it; ``resampling(S)`` says which, so reports can mark the
 upsampled sizes (blurred copies, no new detail). ``data=shapes`` renders
 every size natively from its generator (``resampling`` is always ``native``).
+Every size (``data.img_size``, ``data.train_sizes``, ``data.native_size``, a test size) is a
+side or an ``[h, w]`` pair (:func:`vitpos.sizes.as_hw`); each axis is resized on its own, and a
+size is upsampled when either axis is above native.
 
 Multi-resolution training (``data.train_sizes``): the training images stay at
 native resolution, each batch is cropped and flipped there, then resized to the
@@ -26,6 +29,8 @@ from pathlib import Path
 
 import lightning as L
 import torch
+
+from vitpos.sizes import HW, as_hw, plain_size
 
 from . import augment
 from .augment import policy_transform, resize_images
@@ -62,7 +67,7 @@ class ImageDataModule(L.LightningDataModule):
         name: str = "cifar10",
         format: str = "torchvision",
         root: str = "data",
-        img_size: int = 32,
+        img_size: int | list[int] = 32,
         batch_size: int = 128,
         eval_batch_size: int = 512,
         val_size: int = 5000,
@@ -80,8 +85,8 @@ class ImageDataModule(L.LightningDataModule):
         cell: int = 4,
         cache_dir: str | None = None,
         shuffle_seed: int = 0,
-        native_size: int | None = None,
-        train_sizes: list[int] | None = None,
+        native_size: int | list[int] | None = None,
+        train_sizes: list | None = None,
         size_schedule: str = "random",
         size_epochs: list[int] | None = None,
         on_device: bool = False,
@@ -93,7 +98,7 @@ class ImageDataModule(L.LightningDataModule):
         self.shuffle_seed = shuffle_seed  # the run's seed: batch order of epoch e is fixed by (seed, e)
         self.mean, self.std = (MEAN, STD) if name == "cifar10" else ((0.5,) * 3, (0.25,) * 3)
         self.classes = CIFAR_CLASSES if name == "cifar10" else SHAPES_CLASSES
-        self._test_at: dict[int, torch.Tensor] = {}
+        self._test_at: dict[HW, torch.Tensor] = {}
         self._test_keep: torch.Tensor | None = None  # data.test_subset: which of the generated test images
         self._extrapolation_keep: torch.Tensor | None = None  # eval.test_subset: which of self.test
         self.policy = policy_transform(augment, augment_magnitude, augment_ops)  # data.augment
@@ -104,40 +109,45 @@ class ImageDataModule(L.LightningDataModule):
         return len(self.classes)
 
     @property
-    def native_size(self) -> int | None:
-        """The resolution the images are stored at (CIFAR-10: 32); None for shapes (drawn at every size)."""
+    def native_size(self) -> int | HW | None:
+        """The resolution the images are stored at (CIFAR-10: 32; ``(h, w)`` when not square); None
+        for shapes (drawn at every size)."""
         if self.cfg.name == "shapes":
             return None
-        return int(self.cfg.native_size or CIFAR_SIZE)
+        return plain_size(self.cfg.native_size or CIFAR_SIZE)
 
     @property
-    def train_sizes(self) -> tuple[int, ...]:
-        """Every size a training batch takes (``data.train_sizes``, or ``(data.img_size,)``): the
-        shapes to compile or warm up."""
-        return tuple(int(s) for s in (self.cfg.train_sizes or [self.cfg.img_size]))
+    def train_sizes(self) -> tuple:
+        """Every size a training batch takes (``data.train_sizes``, or ``(data.img_size,)``), each a
+        side or ``(h, w)``: the shapes to compile or warm up."""
+        return tuple(plain_size(s) for s in (self.cfg.train_sizes or [self.cfg.img_size]))
 
-    def resampling(self, size: int) -> str:
-        """How the test images at ``size`` px are made: ``native`` (the data set's own pixels, or
-        shapes drawn at that size), ``downsampled`` (antialiased) or ``upsampled`` (from native:
-        a larger grid, but no new detail)."""
-        native = self.native_size
-        if native is None or size == native:
+    def resampling(self, size) -> str:
+        """How the test images at ``size`` (a side or ``[h, w]``) are made: ``native`` (the data set's
+        own pixels, or shapes drawn at that size), ``downsampled`` (antialiased) or ``upsampled``
+        (from native: a larger grid, but no new detail; so is a size with either axis above native)."""
+        if self.native_size is None:
             return "native"
-        return "downsampled" if size < native else "upsampled"
+        (h, w), (nh, nw) = as_hw(size), as_hw(self.native_size)
+        if (h, w) == (nh, nw):
+            return "native"
+        return "upsampled" if h > nh or w > nw else "downsampled"
 
     @property
-    def _stored_size(self) -> int:
+    def _stored_size(self) -> int | HW:
         """The size the training images are kept at: native when batches are resized per step
         (``data.train_sizes``), else ``data.img_size`` (shapes: always ``data.img_size``)."""
         if self.cfg.train_sizes and self.native_size is not None:
             return self.native_size
-        return self.cfg.img_size
+        return plain_size(self.cfg.img_size)
 
     @property
-    def crop_padding(self) -> int:
-        """``data.crop_padding`` (native pixels) at the size training batches are cropped at."""
-        native = self.native_size or self._stored_size
-        return round(self.cfg.crop_padding * self._stored_size / native)
+    def crop_padding(self) -> int | HW:
+        """``data.crop_padding`` (native pixels) at the size training batches are cropped at, scaled
+        on each axis: ``(rows, columns)`` when the two differ (a non-square size)."""
+        (h, w), (nh, nw) = as_hw(self._stored_size), as_hw(self.native_size or self._stored_size)
+        pad_h, pad_w = round(self.cfg.crop_padding * h / nh), round(self.cfg.crop_padding * w / nw)
+        return pad_h if pad_h == pad_w else (pad_h, pad_w)
 
     # ------------------------------------------------------------ loading
     def _load(self, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,10 +159,11 @@ class ImageDataModule(L.LightningDataModule):
             images, labels = load_imagefolder(c.root, "train" if train else "test", c.cache_dir)
         else:
             images, labels = load_official(Path(c.root), train, c.download)
-        if tuple(images.shape[-2:]) != (self.native_size,) * 2:
+        h, w = images.shape[-2:]
+        if (h, w) != as_hw(self.native_size):
             raise ValueError(
-                f"data.native_size={self.native_size}, but the images of {c.root} are "
-                f"{images.shape[-1]}x{images.shape[-2]}: set data.native_size={images.shape[-1]}"
+                f"data.native_size={self.native_size}, but the images of {c.root} are {h}x{w} (height x width): "
+                f"set data.native_size={h if h == w else f'[{h},{w}]'}"
             )
         return images, labels
 
@@ -236,25 +247,26 @@ class ImageDataModule(L.LightningDataModule):
             self._extrapolation_keep = torch.randperm(len(self.test[0]), generator=gen)[:n].sort().values
         self._test_at.clear()
 
-    def test_dataloader_at(self, resolution: int):
-        """The test set (or its ``limit_extrapolation`` subset) at ``resolution`` px (see ``resampling``):
-        CIFAR-10 from its native pixels (bicubic, antialiased when shrinking; the pixels themselves at
-        native resolution); shapes drawn at that size."""
-        keep = self._extrapolation_keep
+    def test_dataloader_at(self, resolution):
+        """The test set (or its ``limit_extrapolation`` subset) at ``resolution`` px, a side or
+        ``[h, w]`` (see ``resampling``): CIFAR-10 from its native pixels (bicubic, each axis on its
+        own, antialiased when shrinking; the pixels themselves at native resolution); shapes drawn at
+        that size."""
+        keep, size = self._extrapolation_keep, as_hw(resolution, "eval.resolutions")
         labels = self.test[1] if keep is None else self.test[1][keep]
-        if resolution not in self._test_at:
-            self._test_at[resolution] = self._test_images_at(resolution)
-        return batch_loader((self._test_at[resolution], labels), self.cfg.eval_batch_size, shuffle=False)
+        if size not in self._test_at:
+            self._test_at[size] = self._test_images_at(size)
+        return batch_loader((self._test_at[size], labels), self.cfg.eval_batch_size, shuffle=False)
 
-    def _test_images_at(self, size: int) -> torch.Tensor:
+    def _test_images_at(self, size: HW) -> torch.Tensor:
         c, keep = self.cfg, self._extrapolation_keep
-        if c.name == "shapes" and size != c.img_size:
+        if c.name == "shapes" and size != as_hw(c.img_size):
             images = make_shapes(c.num_test, c.img_size, c.cell, seed=c.split_seed + 1, size=size)[0]
             images = images if self._test_keep is None else images[self._test_keep]
         else:  # CIFAR-10 at every size (shapes at its training size): from the stored native images
             images = self.test_native[0]
         images = images if keep is None else images[keep]
-        return images if images.shape[-1] == size else resize_images(images, size)  # native: the pixels as stored
+        return resize_images(images, size)  # a no-op at the stored size: native, the pixels as stored
 
     # -------------------------------------------------------- batch transforms
     def prepare_batch(self, batch, train: bool):
@@ -267,7 +279,7 @@ class ImageDataModule(L.LightningDataModule):
                 images = augment.random_hflip(images)
             images = augment.per_image(images, self.policy)  # data.augment: one policy draw per image
         if size:
-            images = resize_images(images, int(size[0]))  # no-op at the stored size
+            images = resize_images(images, size[0])  # a side or (h, w); a no-op at the stored size
         return augment.normalize(images, self.mean, self.std), labels
 
     def on_after_batch_transfer(self, batch, dataloader_idx: int):

@@ -14,7 +14,7 @@ make training resumable exactly and DDP evaluation free of duplicates.
   the batches of an :class:`EpochSampler`, each tagged with the resolution it
   trains at, drawn from ``(seed, epoch, batch index)`` alone (so exact resume
   holds, and every DDP rank draws the same size for its batch ``i``); the
-  batch then arrives as ``(images, labels, size)``.
+  batch then arrives as ``(images, labels, size)``, ``size`` a side or ``(h, w)``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
+
+from vitpos.sizes import plain_size
 
 from .schedule import progressive_size
 
@@ -93,18 +95,19 @@ _SIZE_SALT = 0x512E5
 
 
 class SizedBatch(list):
-    """A batch's indices plus ``size``, the resolution it trains at (:class:`SizedBatchSampler`)."""
+    """A batch's indices plus ``size``, the resolution it trains at (:class:`SizedBatchSampler`):
+    a side, or ``(h, w)`` for a non-square size."""
 
-    size: int
+    size: int | tuple[int, int]
 
 
-def size_of_batch(sizes: tuple[int, ...], seed: int, epoch: int, index: int) -> int:
+def size_of_batch(sizes: tuple, seed: int, epoch: int, index: int) -> int | tuple[int, int]:
     """The resolution batch ``index`` of epoch ``epoch`` trains at: one of ``sizes``, uniformly,
     from a generator seeded by ``(seed, epoch, index)`` alone (not the rank, not the global RNG)."""
     # the salt keeps this stream apart from the epoch's permutation (SeedSequence pads with zeros, so
     # (seed, epoch) and (seed, epoch, 0) would otherwise give the same generator)
     gen = torch.Generator().manual_seed(epoch_seed(seed, epoch, index, _SIZE_SALT))
-    return int(sizes[int(torch.randint(len(sizes), (1,), generator=gen))])
+    return plain_size(sizes[int(torch.randint(len(sizes), (1,), generator=gen))])
 
 
 class SizedBatchSampler(BatchSampler):
@@ -125,7 +128,7 @@ class SizedBatchSampler(BatchSampler):
         size_epochs: tuple[int, ...] | None = None,
     ):
         super().__init__(sampler, batch_size, drop_last)
-        self.sizes, self.seed, self.progressive_epochs = tuple(int(s) for s in sizes), seed, progressive_epochs
+        self.sizes, self.seed, self.progressive_epochs = tuple(map(plain_size, sizes)), seed, progressive_epochs
         self.size_epochs = None if size_epochs is None else tuple(int(n) for n in size_epochs)
 
     def __iter__(self):
@@ -152,7 +155,7 @@ def batch_loader(
     seed: int = 0,
     rank: int = 0,
     world: int = 1,
-    sizes: tuple[int, ...] | None = None,
+    sizes: tuple | None = None,
     progressive_epochs: int | None = None,
     size_epochs: tuple[int, ...] | None = None,
 ) -> DataLoader:
@@ -162,7 +165,7 @@ def batch_loader(
     ``shuffle``: an :class:`EpochSampler` from ``seed`` (training); otherwise
     a :class:`ShardSampler` (evaluation). ``rank``/``world``: this process's
     share under DDP (the Trainer runs with ``use_distributed_sampler=False``).
-    ``sizes`` (training only): each batch also carries the resolution it trains at
+    ``sizes`` (training only; each a side or ``(h, w)``): each batch also carries the resolution it trains at
     (:class:`SizedBatchSampler`), as its last element; ``progressive_epochs``: spread them
     progressively over that many epochs instead of drawing one per batch (``size_epochs``: the
     epochs of each size, :func:`progressive_size`).

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vitpos.errors import UserError
+from vitpos.sizes import HW, as_hw, is_integer
 
 DATASETS = ("cifar10", "shapes")  # data.name of the image task
 FORMATS = ("torchvision", "imagefolder")  # data.format of cifar10
@@ -20,16 +21,11 @@ POLICIES = ("none", "trivial", "randaugment")  # data.augment (vitpos.data.augme
 SIZE_SCHEDULES = ("random", "progressive")  # data.size_schedule (vitpos.data.schedule)
 
 
-def is_integer(value) -> bool:
-    """An integer, and not ``True``/``False`` (which Python counts as 1 and 0): the one test of
-    every integer option (also :mod:`vitpos.checks.options`)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def check_image_data(data: dict, patch: int | None = None) -> None:
     """The image data options: ``data.name`` and ``data.format``; ``data.train_sizes`` (null, or
     sizes ``patch`` tiles: positive sizes when the patch is not known, as in the data module);
-    ``data.size_schedule`` and ``data.size_epochs``; ``data.native_size`` null for generated shapes."""
+    ``data.size_schedule`` and ``data.size_epochs``; ``data.native_size`` a size (a side or
+    ``[h, w]``), and null for generated shapes."""
     name, form = data.get("name", "cifar10"), data.get("format", "torchvision")
     if name not in DATASETS:
         raise UserError("data.name", f"unknown data set {name!r}", f"valid: {', '.join(DATASETS)} (data=...)")
@@ -38,23 +34,46 @@ def check_image_data(data: dict, patch: int | None = None) -> None:
     sizes = data.get("train_sizes")
     check_train_sizes(sizes, patch)
     check_size_schedule(sizes, data.get("size_schedule", "random"), data.get("size_epochs"))
-    if data.get("native_size") is not None and name == "shapes":
-        raise UserError("data.native_size", "generated shapes are drawn at every size", "leave data.native_size=null")
+    if data.get("native_size") is not None:
+        if name == "shapes":
+            raise UserError(
+                "data.native_size", "generated shapes are drawn at every size", "leave data.native_size=null"
+            )
+        as_hw(data["native_size"], "data.native_size")
+
+
+def check_size(value, option: str, patch: int | None = None) -> HW:
+    """One image size option (``data.img_size``, an entry of ``data.train_sizes`` or
+    ``eval.resolutions``) as ``(h, w)``: a side or an ``[h, w]`` pair (:func:`vitpos.sizes.as_hw`
+    refuses anything else), each side a multiple of ``patch`` when the patch is known (the
+    patches must tile the image). Raises :class:`UserError` naming ``option``."""
+    h, w = as_hw(value, option)
+    step = patch or 1
+    if all(side >= step and side % step == 0 for side in (h, w)):
+        return h, w
+
+    def near(side: int) -> list[int]:  # the multiples of the patch on either side of ``side``
+        return sorted({max(step, side // step * step), (side // step + 1) * step} if side % step else {side})
+
+    lows, highs = near(h), near(w)
+    rule = f"a multiple of model.patch_size={patch}"
+    if is_integer(value):
+        raise UserError(option, f"{value} is not {rule}", f"e.g. {' or '.join(map(str, lows))}")
+    good = " or ".join(f"[{a},{b}]" for a, b in sorted({(lows[0], highs[0]), (lows[-1], highs[-1])}))
+    raise UserError(option, f"[{h}, {w}] is not {rule} on each side", f"e.g. {good}")
 
 
 def check_train_sizes(sizes, patch: int | None) -> None:
-    """``data.train_sizes``: null, or a list of sizes ``patch`` tiles (any positive size when the
-    patch is not known, as in the data module)."""
+    """``data.train_sizes``: null, or a list of sizes (each a side or an ``[h, w]`` pair)
+    ``patch`` tiles (any positive size when the patch is not known, as in the data module)."""
     if sizes is None:
         return
     if not isinstance(sizes, Sequence) or isinstance(sizes, str) or not sizes:
-        raise UserError("data.train_sizes", f"must be null or a list of sizes, got {sizes!r}", "e.g. [16,24,32]")
-    step = patch or 1
-    rule = f"a multiple of model.patch_size={patch}" if patch else "a positive integer size"
-    fix = f"use multiples of {step}, e.g. data.train_sizes=[{2 * step},{3 * step},{4 * step}]"
+        raise UserError(
+            "data.train_sizes", f"must be null or a list of sizes, got {sizes!r}", "e.g. [16,24,32] or [16,[16,32],32]"
+        )
     for i, r in enumerate(sizes):
-        if not is_integer(r) or r < step or r % step:
-            raise UserError(f"data.train_sizes[{i}]", f"{r!r} is not {rule}", fix if patch else "e.g. [16,24,32]")
+        check_size(r, f"data.train_sizes[{i}]", patch)
 
 
 def check_size_schedule(sizes, schedule: str, size_epochs) -> None:

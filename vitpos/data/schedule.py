@@ -5,10 +5,10 @@ checked once, by :func:`vitpos.data.options.check_size_schedule`; the random per
 
 from __future__ import annotations
 
+from vitpos.sizes import plain_size
 
-def progressive_size(
-    sizes: tuple[int, ...], epoch: int, epochs: int, size_epochs: tuple[int, ...] | None = None
-) -> int:
+
+def progressive_size(sizes: tuple, epoch: int, epochs: int, size_epochs: tuple[int, ...] | None = None):
     """Progressive resizing (FixRes, Touvron et al. 2019: train at low resolution, finish at the
     test resolution; the progressive-resizing schedules of fast CIFAR/ImageNet training): the
     ``epochs`` split into ``len(sizes)`` runs, trained at ``sizes`` in the listed order.
@@ -17,7 +17,8 @@ def progressive_size(
     ``(6, 3, 3)`` over 12: most epochs at low resolution, a short finish at the test resolution;
     over another number of epochs they scale (24: 12+6+6). None: equal runs. When the runs do
     not come out whole, the later ones get the extra epoch (9 epochs over 3 sizes: 3+3+3; 10:
-    3+3+4; 1: the last size alone). Epochs past the end stay at the last size."""
+    3+3+4; 1: the last size alone). Epochs past the end stay at the last size. A size is a side
+    or an ``[h, w]`` pair, returned as :func:`vitpos.sizes.plain_size` (a side, or ``(h, w)``)."""
     weights = tuple(int(n) for n in size_epochs) if size_epochs is not None else (1,) * len(sizes)
     if len(weights) != len(sizes):
         raise ValueError(f"size_epochs {size_epochs} must give one count per size of {sizes}")
@@ -28,5 +29,5 @@ def progressive_size(
     for size, w in zip(sizes, weights):
         tail -= w
         if tail * epochs <= remaining * total:
-            return int(size)
-    return int(sizes[-1])
+            return plain_size(size)
+    return plain_size(sizes[-1])

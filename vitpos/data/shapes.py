@@ -15,12 +15,16 @@ their colours, hence the label) is fixed by the seed and the grid of cells
 (``img_size // cell``), so ``make_shapes(..., size=S)`` draws the *same* images
 at S px, each cell ``S / cells`` px wide, with sharp edges and new background
 noise (seeded by ``(seed, S)``): extrapolation tests on real detail, never a
-resampled 32-px image.
+resampled 32-px image. Sizes may be ``[h, w]`` pairs (:func:`vitpos.sizes.as_hw`): a grid of
+``h // cell`` rows and ``w // cell`` columns of cells, drawn at any ``[H, W]`` that holds a whole
+number of pixels per cell on each axis (cells then stretch: a 32-px layout drawn at 16x32).
 """
 
 from __future__ import annotations
 
 import torch
+
+from vitpos.sizes import as_hw
 
 from .memory import epoch_seed
 
@@ -30,41 +34,43 @@ RED = (230, 30, 30)
 BLUE = (30, 30, 230)
 
 
-def make_shapes(
-    num: int, img_size: int = 32, cell: int = 4, seed: int = 0, size: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(num, 3, S, S) uint8 images and (num,) labels in [0, 4); S = ``size`` or ``img_size``.
+def make_shapes(num: int, img_size=32, cell: int = 4, seed: int = 0, size=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(num, 3, H, W) uint8 images and (num,) labels in [0, 4); (H, W) = ``size`` or ``img_size``
+    (each a side or an ``[h, w]`` pair).
 
-    ``img_size`` and ``cell`` fix the layout (``img_size // cell`` cells a side); ``size`` renders
-    that layout at another resolution (a multiple of the number of cells). The labels do not
-    depend on ``size``, and the images at ``size=img_size`` are those of the original generator,
-    bit for bit (its draws keep their order: training noise, layouts, colour jitter).
+    ``img_size`` and ``cell`` fix the layout (``h // cell`` rows and ``w // cell`` columns of
+    cells); ``size`` renders that layout at another resolution (a multiple of the cells on each
+    axis). The labels do not depend on ``size``, and the images at ``size=img_size`` are those of
+    the original generator, bit for bit (its draws keep their order: training noise, layouts,
+    colour jitter).
     """
-    if img_size % cell:
+    (h, w), (height, width) = as_hw(img_size, "data.img_size"), as_hw(img_size if size is None else size)
+    if h % cell or w % cell:
         raise ValueError(f"data.img_size={img_size} must be a multiple of data.cell={cell}")
-    cells = img_size // cell
-    size = img_size if size is None else int(size)
-    if size < cells or size % cells:
+    rows, cols = h // cell, w // cell
+    if height < rows or height % rows or width < cols or width % cols:
         raise ValueError(
-            f"data=shapes cannot draw {size} px images: its {cells}x{cells} cells (data.img_size={img_size} / "
-            f"data.cell={cell}) need a size that is a multiple of {cells}; "
-            f"pick eval.resolutions (or data.train_sizes) among multiples of {cells}"
+            f"data=shapes cannot draw {size} px images: its {rows}x{cols} cells (data.img_size={img_size} / "
+            f"data.cell={cell}) need a size that is a multiple of {rows} (height) and {cols} (width); "
+            f"pick eval.resolutions (or data.train_sizes) among such multiples"
         )
     g = torch.Generator().manual_seed(seed)
-    images = torch.randint(0, 110, (num, 3, img_size, img_size), generator=g, dtype=torch.uint8)
+    images = torch.randint(0, 110, (num, 3, h, w), generator=g, dtype=torch.uint8)
     # two cells in different rows and columns
-    r1, c1 = torch.randint(0, cells, (num,), generator=g), torch.randint(0, cells, (num,), generator=g)
-    r2 = (r1 + torch.randint(1, cells, (num,), generator=g)) % cells
-    c2 = (c1 + torch.randint(1, cells, (num,), generator=g)) % cells
-    labels = 2 * (r1 < r2).long() + (c1 < cells // 2).long()
+    r1, c1 = torch.randint(0, rows, (num,), generator=g), torch.randint(0, cols, (num,), generator=g)
+    r2 = (r1 + torch.randint(1, rows, (num,), generator=g)) % rows
+    c2 = (c1 + torch.randint(1, cols, (num,), generator=g)) % cols
+    labels = 2 * (r1 < r2).long() + (c1 < cols // 2).long()
     jitter = torch.randint(-25, 26, (num, 2, 3), generator=g, dtype=torch.int16)
-    if size != img_size:  # other sizes: their own noise, from a generator apart from the layouts'
-        noise = torch.Generator().manual_seed(epoch_seed(seed, size, cells))
-        images = torch.randint(0, 110, (num, 3, size, size), generator=noise, dtype=torch.uint8)
-    step = size // cells  # pixels a cell
-    index = torch.arange(size) // step  # (S,) the cell row (or column) of each pixel row (or column)
+    if (height, width) != (h, w):  # other sizes: their own noise, from a generator apart from the layouts'
+        square = height == width and rows == cols  # a square keeps the seed it always had
+        key = (height, rows) if square else (height, rows, width, cols)
+        noise = torch.Generator().manual_seed(epoch_seed(seed, *key))
+        images = torch.randint(0, 110, (num, 3, height, width), generator=noise, dtype=torch.uint8)
+    row_of = torch.arange(height) // (height // rows)  # (H,) the cell row of each pixel row
+    col_of = torch.arange(width) // (width // cols)  # (W,) the cell column of each pixel column
     for k, ((r, c), color) in enumerate((((r1, c1), RED), ((r2, c2), BLUE))):
         rgb = (torch.tensor(color, dtype=torch.int16) + jitter[:, k]).clamp(0, 255).to(torch.uint8)  # (N, 3)
-        inside = (index[None, :, None] == r[:, None, None]) & (index[None, None, :] == c[:, None, None])  # (N, S, S)
-        images = torch.where(inside[:, None], rgb[:, :, None, None], images)  # (N, 3, S, S)
+        inside = (row_of[None, :, None] == r[:, None, None]) & (col_of[None, None, :] == c[:, None, None])  # (N, H, W)
+        images = torch.where(inside[:, None], rgb[:, :, None, None], images)  # (N, 3, H, W)
     return images, labels

@@ -85,7 +85,7 @@ class Learned1D(_ResizableTable):
         self.table = nn.Parameter(torch.randn(math.prod(ctx.grid), ctx.dim) * init_std)  # (N, D)
 
     def table_for(self, grid: Grid) -> torch.Tensor:
-        if tuple(grid) == self.train_grid:
+        if self.is_train_grid(grid):
             return self.table
         if len(grid) == 1:
             if grid[0] <= self.train_grid[0]:
@@ -123,7 +123,7 @@ class Learned2D(_ResizableTable):
         resizing the full table bicubically (it is constant along the other axis)."""
         h, w = grid
         rows, cols = self.rows, self.cols
-        if tuple(grid) != self.train_grid:
+        if not self.is_train_grid(grid):
             self._check_grid(grid)
             antialias = self._antialias(grid)
             rows = resample_axis_bicubic(rows, h, antialias)  # (h, D/2)
@@ -176,7 +176,7 @@ class Learned2DSum(_ResizableTable):
         """(h*w, D): rows[y] + cols[x], each table resized on its own axis first."""
         h, w = grid
         rows, cols = self.rows, self.cols
-        if tuple(grid) != self.train_grid:
+        if not self.is_train_grid(grid):
             self._check_grid(grid)
             if self.resample == "linear":
                 rows, cols = resample_axis_linear(rows, h), resample_axis_linear(cols, w)

@@ -191,6 +191,14 @@ class PositionalEncoding(nn.Module):
         return None
 
     # ------------------------------------------------------------------ helpers
+    def is_train_grid(self, grid: Grid) -> bool:
+        """Whether ``grid`` is the training grid. False for a symbolic grid (``torch.export`` with dynamic
+        sizes): an encoding that skips its resize on the training grid then traces the resize, which is
+        the identity there, instead of fixing the exported graph to the training grid."""
+        if not all(isinstance(n, int) for n in grid):
+            return False
+        return tuple(grid) == self.train_grid
+
     def no_weight_decay(self) -> set[str]:
         """Names (relative to this module) of parameters excluded from weight decay.
 

@@ -42,7 +42,13 @@ class GridCache:
         return tuple((p.data_ptr(), p._version) for p in module.parameters())
 
     def get(self, build, grid: Grid, device, *more, dtype: torch.dtype | None = None, version: tuple | None = None):
-        """The table of (``grid``, ``device``, ``*more``, ``dtype``), built by ``build()`` on a miss."""
+        """The table of (``grid``, ``device``, ``*more``, ``dtype``), built by ``build()`` on a miss.
+
+        While ``torch.export`` traces (also under ``torch.onnx.export(dynamo=True)``) nothing is cached:
+        the grid may be symbolic (a SymInt is not hashable), and the table must be traced into the
+        graph as operations on the input's size, not frozen as a constant of one size."""
+        if torch.compiler.is_exporting():
+            return build()
         if version != self._version:  # the parameters changed: every table is stale
             self._tables.clear()
             self._version = version

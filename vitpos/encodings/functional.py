@@ -36,7 +36,7 @@ def sincos_2d(rows: torch.Tensor, cols: torch.Tensor, dim: int, temperature: flo
     """
     if dim % 4:
         raise ValueError(f"2D sinusoidal encodings need a width divisible by 4, got {dim}")
-    h, w = len(rows), len(cols)
+    h, w = rows.shape[0], cols.shape[0]  # not len(): torch.export keeps shape[0] symbolic, len() fixes it
     row_part = sincos_1d(rows, dim // 2, temperature)  # (h, D/2)
     col_part = sincos_1d(cols, dim // 2, temperature)  # (w, D/2)
     row_part = row_part[:, None, :].expand(h, w, dim // 2)
@@ -67,6 +67,15 @@ def axis_positions(n: int, n_train: int, interpolate: bool, image: bool, align: 
     if image:
         return pos * n_train / n if align == "ratio" else pos * (n_train - 1) / max(n - 1, 1)
     return pos * n_train / n if n > n_train else pos
+
+
+def linspace(start: float, end, steps) -> torch.Tensor:
+    """``torch.linspace(start, end, steps)`` in float32; when ``steps`` is symbolic (``torch.export`` with
+    dynamic sizes, where linspace would fix it to the traced value) start + i (end - start) / (steps - 1),
+    the same values up to float32 rounding."""
+    if isinstance(steps, int):
+        return torch.linspace(start, end, steps)
+    return start + torch.arange(steps, dtype=torch.float32) * ((end - start) / torch.sym_max(steps - 1, 1))
 
 
 def grid_points(ys: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
@@ -105,10 +114,16 @@ def euclidean_distance_2d(h: int, w: int) -> torch.Tensor:
 # ----------------------------------------------------------------- resampling
 
 
+def is_size(n, size: int) -> bool:
+    """Whether the size ``n`` is ``size``; False when ``n`` is symbolic (``torch.export`` with dynamic
+    sizes), so a resize that is skipped when nothing changes is traced instead (the identity at that size)."""
+    return isinstance(n, int) and n == size
+
+
 def resample_table_1d(table: torch.Tensor, n_new: int) -> torch.Tensor:
     """Linearly resample a (n, D) sequence table to (n_new, D), ends on ends
     (align_corners); identity when sizes match."""
-    if table.shape[0] == n_new:
+    if is_size(n_new, table.shape[0]):
         return table
     x = table.t()[None]  # (1, D, n)
     x = F.interpolate(x.float(), size=n_new, mode="linear", align_corners=True)
@@ -125,7 +140,7 @@ def resample_axis_bicubic(table: torch.Tensor, n_new: int, antialias: bool) -> t
     antialiased bicubic on an image one pixel wide returns its first row for
     every output row (torch 2.x): the (h, 1) layout silently erased every row.
     """
-    if table.shape[0] == n_new:
+    if is_size(n_new, table.shape[0]):
         return table
     x = table.t()[None, :, None, :].float()  # (1, D, 1, n)
     x = F.interpolate(x, size=(1, n_new), mode="bicubic", align_corners=False, antialias=antialias)
@@ -135,7 +150,7 @@ def resample_axis_bicubic(table: torch.Tensor, n_new: int, antialias: bool) -> t
 def resample_axis_linear(table: torch.Tensor, n_new: int) -> torch.Tensor:
     """Linearly resample a (n, D) axis table to (n_new, D) with ``align_corners=False``:
     the pixel-centre convention of timm's factorized tables (``naflexvit.py``)."""
-    if table.shape[0] == n_new:
+    if is_size(n_new, table.shape[0]):
         return table
     x = table.t()[None].float()  # (1, D, n)
     x = F.interpolate(x, size=n_new, mode="linear", align_corners=False)
@@ -152,7 +167,7 @@ def resample_table_2d(
     some axis, so upsizing is plain bicubic (PyTorch's antialiased kernel is a
     different cubic, a = -0.5, even when enlarging); True always, as timm does.
     """
-    if tuple(old) == tuple(new):
+    if all(is_size(n, m) for n, m in zip(new, old)):
         return table
     h, w = old
     if antialias is None:

@@ -66,7 +66,7 @@ from torch import nn
 
 from .base import EncodingContext, Grid, OptionError, register
 from .comrope import BlockRotaryBase, check_block_size
-from .functional import grid_points, packed_skew, skew_index
+from .functional import grid_points, linspace, packed_skew, skew_index
 
 
 @register
@@ -106,9 +106,9 @@ class LieRE(BlockRotaryBase):
         axes = []
         for n, nt in zip(grid, self.train_grid):
             if self.strategy == "proportional":
-                axes.append(torch.linspace(0, n / nt, n))
+                axes.append(linspace(0, n / nt, n))
             elif self.strategy == "interpolate":
-                axes.append(torch.linspace(0, 1, n))
+                axes.append(linspace(0, 1, n))
             else:
                 axes.append(torch.arange(n, dtype=torch.float32) / max(nt - 1, 1))
         return grid_points(*axes)  # (N, 2)

@@ -129,7 +129,7 @@ class _Parabolic(PositionalEncoding):
         def build():
             p = self.num_prefix_tokens
             pos = parabola_positions(tuple(grid), self.train_grid, self.strategy == "interpolate", self.align, p)
-            active = torch.ones(len(pos), 1, 1)
+            active = torch.ones(pos.shape[0], 1, 1)
             if self.cls_position == "none":
                 active[:p] = 0
             keys = F.pad(self.key_features(pos) * active[:, 0], (0, self.pad))  # (T, E + pad)
@@ -203,7 +203,7 @@ class PaPE(_Parabolic):
 
     def key_features(self, pos):
         outer = (pos[:, :, None] * pos[:, None, :]).flatten(1)  # (T, P*P): vec(p p^T)
-        return torch.cat([torch.ones(len(pos), 1), outer, pos], -1)  # (T, 1 + P^2 + P)
+        return torch.cat([torch.ones(pos.shape[0], 1), outer, pos], -1)  # (T, 1 + P^2 + P)
 
     def query_features(self, x, pos, block):
         (b, t, _), h, m, p = x.shape, self.ctx.num_heads, self.parabolas, self.axes
@@ -245,7 +245,7 @@ class PaPERI(_Parabolic):
         return 2 + self.axes
 
     def key_features(self, pos):
-        return torch.cat([torch.ones(len(pos), 1), pos.square().sum(-1, keepdim=True), pos], -1)  # (T, 2 + P)
+        return torch.cat([torch.ones(pos.shape[0], 1), pos.square().sum(-1, keepdim=True), pos], -1)  # (T, 2 + P)
 
     def query_features(self, x, pos, block):
         a = softplus(x @ self.content[block].float().T)  # (B, T, H)

@@ -42,7 +42,7 @@ class RelativeBias2D(PositionalEncoding):
         """(N, N) long index, built once per grid/strategy/device."""
 
         def build() -> torch.Tensor:
-            if tuple(grid) == self.train_grid or self.strategy == "interpolate":
+            if self.strategy == "interpolate" or self.is_train_grid(grid):
                 return relative_position_index_2d(*grid).to(device)
             return relative_position_index_2d(*grid, table_grid=self.train_grid).to(device)  # offsets clamped
 
@@ -52,7 +52,7 @@ class RelativeBias2D(PositionalEncoding):
         """(E', H): the offset entries for ``grid`` (resized if needed), then the class entries."""
         table = self.tables[0 if self.shared else block]
         offsets, extra = table[: self.num_offsets], table[self.num_offsets :]
-        if tuple(grid) != self.train_grid and self.strategy == "interpolate":
+        if self.strategy == "interpolate" and not self.is_train_grid(grid):
             (h, w), (ht, wt) = grid, self.train_grid
             x = offsets.t().reshape(1, -1, 2 * ht - 1, 2 * wt - 1)  # (1, H, 2h-1, 2w-1)
             x = F.interpolate(x, size=(2 * h - 1, 2 * w - 1), mode="bicubic", align_corners=False)

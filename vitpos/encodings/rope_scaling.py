@@ -69,15 +69,19 @@ class RopeScaling:
 
     def axis_angles(self, n: int, n_train: int, inv_freq: torch.Tensor, image: bool) -> torch.Tensor:
         """Angles (n, len(inv_freq)) in float32 along one axis."""
-        strategy, s = self.strategy, self.axis_scale(n, n_train)
+        strategy = self.strategy
+        # s only where a strategy reads it: extrapolate compares no sizes, so torch.export keeps n symbolic
         pos = torch.arange(n, dtype=torch.float32)
-        if strategy == "interpolate":
-            pos = fn.axis_positions(n, n_train, True, image, self.align) if self.scale is None else pos / s
-        elif strategy in ("ntk", "dynamic") and s > 1:
+        if strategy == "interpolate" and self.scale is None:
+            pos = fn.axis_positions(n, n_train, True, image, self.align)
+        elif strategy == "interpolate":
+            pos = pos / self.axis_scale(n, n_train)
+        elif strategy in ("ntk", "dynamic") and (s := self.axis_scale(n, n_train)) > 1:
             d = 2 * len(inv_freq)  # width rotated along this axis
             exponent = torch.arange(len(inv_freq), dtype=torch.float32) * 2 / d  # 2i/d
             inv_freq = inv_freq * (self.base / fn.ntk_base(self.base, s, d)) ** exponent  # == base'^(-2i/d)
         elif strategy == "yarn":
+            s = self.axis_scale(n, n_train)
             inv_freq = fn.yarn_inv_freq(inv_freq, s, n_train, self.beta_fast, self.beta_slow, self.yarn_ramp, self.base)
         return torch.outer(pos, inv_freq)
 

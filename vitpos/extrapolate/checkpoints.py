@@ -23,6 +23,7 @@ from vitpos.eval_memory import memory_problem
 from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name, resampling_of
 from vitpos.run.checkpoint import CheckpointError, find_checkpoints, task_kind
 from vitpos.runtime import resolve_precision
+from vitpos.sizes import MARKERS, as_hw, compact, equivalent_side, is_integer, orientation, plain_size, size_order
 from vitpos.tables import frame_to_markdown
 from vitpos.tasks.build import from_checkpoint
 
@@ -56,7 +57,8 @@ class ExtrapolateOptions:
 
     ckpt: list[str] = option([], "a .ckpt file, a runs folder or a glob pattern", metavar="PATH",
                              repeat=True, required=True, example="runs/.../checkpoints/last.ckpt")  # fmt: skip
-    resolutions: list[int] | None = option(None, "image sizes to test, in pixels", example="[16,32,48]",
+    resolutions: list[Any] | None = option(None, "image sizes to test, in pixels: a side or [h,w]",
+                                           metavar="[INT|[H,W],...]", example="[16,[16,32],32]",
                                            default_text="the run's eval.resolutions")  # fmt: skip
     lengths: list[int] | None = option(None, "sequence lengths to test, in tokens", example="[32,128]",
                                        default_text="the run's eval.lengths")  # fmt: skip
@@ -81,8 +83,19 @@ def checkpoint_label(path: Path, root: Path | None) -> str:
     return f"{run.parent.name}/{run.name}"
 
 
-def sizes_for(opts: ExtrapolateOptions, kind: str, cfg) -> list[int]:
-    """The sizes to evaluate: the option for this checkpoint's task, else the run's own ``eval`` list."""
+def is_size(kind: str, size) -> bool:
+    """A length is a positive integer; an image size a side or an ``[h, w]`` pair (:func:`as_hw`)."""
+    if kind == "len":
+        return is_integer(size) and size > 0
+    try:
+        return bool(as_hw(size))
+    except ValueError:
+        return False
+
+
+def sizes_for(opts: ExtrapolateOptions, kind: str, cfg) -> list:
+    """The sizes to evaluate: the option for this checkpoint's task, else the run's own ``eval`` list
+    (image sizes as a side or ``(h, w)``)."""
     other = "len" if kind == "res" else "res"
     if getattr(opts, OPTION[other]) is not None:
         task = "an image" if kind == "res" else "a sequence"
@@ -94,12 +107,13 @@ def sizes_for(opts: ExtrapolateOptions, kind: str, cfg) -> list[int]:
     if sizes is None:
         sizes = list((cfg.get("eval") or {}).get(OPTION[kind]) or [])
     sizes = sizes if isinstance(sizes, list) else [sizes]
-    if not sizes or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
-        raise SkipCheckpoint(f"{OPTION[kind]}={sizes}: give positive integers, e.g. {OPTION[kind]}=[16,32,48]")
-    return sizes
+    if not sizes or not all(is_size(kind, s) for s in sizes):
+        what = "positive integers, or [h,w] pairs of them" if kind == "res" else "positive integers"
+        raise SkipCheckpoint(f"{OPTION[kind]}={sizes}: give {what}, e.g. {OPTION[kind]}=[16,32,48]")
+    return [plain_size(s) for s in sizes] if kind == "res" else sizes
 
 
-def check_memory(cfg, kind: str, sizes: list[int], datamodule, device: str) -> None:
+def check_memory(cfg, kind: str, sizes: list, datamodule, device: str) -> None:
     """Refuse, before evaluating anything, a size whose evaluation would not fit in the memory free on
     ``device`` (the one estimate and rule: :func:`vitpos.eval_memory.memory_problem`)."""
     test = getattr(datamodule, "test", None)
@@ -126,12 +140,12 @@ def evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, write)
         try:
             results = evaluate_sizes(module, datamodule, [size], strategies, kind, opts.device, precision=precision)
         except (RuntimeError, MemoryError, ValueError) as err:  # torch.OutOfMemoryError is a RuntimeError
-            failures.append(f"{path}: {OPTION[kind]}={size}: {type(err).__name__}: {str(err).splitlines()[0]}")
+            failures.append(f"{path}: {OPTION[kind]}={compact(size)}: {type(err).__name__}: {str(err).splitlines()[0]}")
             continue
         for strategy in strategies:
             resampling = resampling_of(datamodule, kind, size)
             acc = results[metric_name(kind, size, strategy, default, resampling)]
-            row = {"run": label, "strategy": strategy, "kind": kind, "size": size, "resampling": resampling}
+            row = {"run": label, "strategy": strategy, "kind": kind, "size": compact(size), "resampling": resampling}
             rows.append({**row, "acc": acc})
         write()
 
@@ -170,7 +184,8 @@ def write_outputs(rows: list[dict], out: Path, plot: bool = True) -> str:
     frame.to_csv(out / "extrapolation.csv", index=False)
     upsampled = frame.get("resampling", pd.Series("native", index=frame.index)) == "upsampled"
     frame["column"] = [f"{s} (upsampled)" if up else str(s) for s, up in zip(frame["size"], upsampled)]
-    order = frame.drop_duplicates("column").sort_values("size")["column"].tolist()
+    firsts = frame.drop_duplicates("column")  # by pixels: a non-square size among the squares (16 16x32 24)
+    order = [c for _, c in sorted(zip(map(size_order, firsts["size"]), firsts["column"]))]
     table = frame.pivot_table(index=["run", "strategy"], columns="column", values="acc", sort=False, dropna=False)
     table = table[order]
     frame = frame.drop(columns="column")
@@ -182,24 +197,40 @@ def write_outputs(rows: list[dict], out: Path, plot: bool = True) -> str:
 
 
 def plot_curves(frame, path: Path) -> None:
+    """Test accuracy (%) against size, a line per run and strategy. A non-square size sits at
+    ``sqrt(h w)``, the side of the square with as many pixels and tokens, as a triangle along its
+    long side (:data:`vitpos.sizes.MARKERS`) not joined to the line: the line through the square
+    sizes reads as it always did."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    frame = frame.assign(x=[equivalent_side(s) for s in frame["size"]], shape=[orientation(s) for s in frame["size"]])
     for (run, strategy), part in frame.groupby(["run", "strategy"], sort=False):
-        part = part.sort_values("size")
-        line = ax.plot(part["size"], 100 * part["acc"], marker="o", label=f"{run} ({strategy})")[0]
-        if "resampling" in part:  # upsampled sizes (no new detail): hollow markers
-            up = part[part["resampling"] == "upsampled"]
-            ax.plot(up["size"], 100 * up["acc"], "o", mfc="white", color=line.get_color())
+        part = part.sort_values("x")
+        flat = part[part["shape"] == "square"]
+        color = ax.plot(flat["x"], 100 * flat["acc"], marker="o", label=f"{run} ({strategy})")[0].get_color()
+        for shape, marker in MARKERS.items():
+            at = part[part["shape"] == shape]
+            if shape != "square":  # h x w at sqrt(h w), not joined to the line
+                ax.plot(at["x"], 100 * at["acc"], marker, color=color)
+            if "resampling" in at:  # upsampled sizes (no new detail): hollow markers
+                up = at[at["resampling"] == "upsampled"]
+                ax.plot(up["x"], 100 * up["acc"], marker, mfc="white", color=color)
     kinds = set(frame["kind"])
     xlabel = {"res": "test resolution (pixels)", "len": "test length (tokens)"}
     ax.set_xlabel(xlabel[kinds.pop()] if len(kinds) == 1 else "test resolution (pixels) or length (tokens)")
     ax.set_ylabel("test accuracy (%)")
-    if "resampling" in frame and (frame["resampling"] == "upsampled").any():
-        ax.set_title("hollow markers: upsampled test images (larger grid, no new detail)", fontsize=8)
+    notes = ["hollow markers: upsampled test images (larger grid, no new detail)"]
+    notes = notes if "resampling" in frame and (frame["resampling"] == "upsampled").any() else []
+    if (frame["shape"] != "square").any():
+        notes.append("triangles: h x w sizes (> wide, ^ tall), at sqrt(h w)")
+        names = frame.drop_duplicates("size").groupby("x")["size"].agg(lambda s: "\n".join(map(str, s)))
+        ax.set_xticks(names.index, names.tolist(), fontsize=7)
+    if notes:
+        ax.set_title("; ".join(notes), fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.savefig(path, dpi=120)
@@ -210,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                          usage="ckpt=PATH [ckpt=PATH ...] [key=value ...]")  # fmt: skip
     if isinstance(opts.strategies, str) and opts.strategies not in ("all", "default"):
         opts.strategies = [opts.strategies]  # one strategy by name
+    for size in opts.resolutions or []:  # a malformed size is bad input (exit 2), before any checkpoint loads
+        as_hw(size, "resolutions")
     out = Path(opts.out)
     rows, failures = evaluate_checkpoints(opts, write=lambda rows: write_outputs(rows, out, plot=False))
     if rows:

@@ -10,6 +10,11 @@ token grid, no new detail): their tags say so, ``test/acc@res{R}up``, so that
 a table or plot never mixes them with sizes that carry real pixels (the
 datamodule's ``resampling(size)``: native, downsampled or upsampled).
 
+An image size is a side or an ``[h, w]`` pair (``eval.resolutions=[16,[16,32],[32,16],32]``):
+a non-square one is tagged with both sides, height first, ``test/acc@res16x32``
+(:func:`vitpos.sizes.size_name`; a square keeps ``test/acc@res16``). Each axis is resampled
+from the native size on its own, and a size with either axis above native is ``upsampled``.
+
 Standalone, on one or more checkpoints::
 
     python -m vitpos.extrapolate ckpt=runs/<group>/<model>/<label>-<hash>/seed0/checkpoints/last.ckpt \
@@ -26,6 +31,8 @@ import sys
 
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
+
+from vitpos.sizes import plain_size, size_name
 
 
 def strategies_of(pe) -> list[str]:
@@ -55,22 +62,25 @@ def choose_strategies(pe, spec) -> list[str]:
     return [str(s) for s in spec]
 
 
-UPSAMPLED = "up"  # tag suffix of sizes above the native resolution: test/acc@res48up
+UPSAMPLED = "up"  # tag suffix of sizes above the native resolution (on either axis): test/acc@res48up
 
 
-def resampling_of(datamodule, kind: str, size: int) -> str:
+def resampling_of(datamodule, kind: str, size) -> str:
     """``native``, ``downsampled`` or ``upsampled`` for an image size (the datamodule knows its
     data's native resolution); ``native`` for sequence lengths (every length is generated)."""
     answer = getattr(datamodule, "resampling", None)
     return answer(size) if kind == "res" and answer is not None else "native"
 
 
-def metric_name(kind: str, size: int, strategy: str, default: str, resampling: str = "native") -> str:
-    name = f"test/acc@{kind}{size}" + (UPSAMPLED if resampling == "upsampled" else "")
+def metric_name(kind: str, size, strategy: str, default: str, resampling: str = "native") -> str:
+    """``test/acc@res48``, ``test/acc@res16x32`` (height x width), ``test/acc@res48up`` (upsampled),
+    ``test/acc@len256``; ``/<strategy>`` appended for a strategy other than the ``default``."""
+    where = size_name(size) if kind == "res" else str(size)
+    name = f"test/acc@{kind}{where}" + (UPSAMPLED if resampling == "upsampled" else "")
     return name if strategy == default else f"{name}/{strategy}"
 
 
-def score_at(module, datamodule, size: int, device: torch.device, half, max_batches) -> tuple[float, int, int]:
+def score_at(module, datamodule, size, device: torch.device, half, max_batches) -> tuple[float, int, int]:
     """(loss sum, correct, count) of ``module`` on the test set at ``size``, under autocast to ``half``
     (a dtype, or None for float32); a ``ValueError`` means the encoding refuses that size."""
     prepare = getattr(datamodule, "prepare_batch", None)
@@ -123,7 +133,8 @@ def evaluate_sizes(
     bar = tqdm(jobs, desc=f"test at {what}", disable=not progress)
     try:
         for strategy, size in bar:
-            bar.set_description(f"test at {what} {size}" + (f" ({strategy})" if len(strategies) > 1 else ""))
+            shown = size_name(size) if kind == "res" else size
+            bar.set_description(f"test at {what} {shown}" + (f" ({strategy})" if len(strategies) > 1 else ""))
             pe.strategy = strategy
             name = metric_name(kind, size, strategy, default, resampling_of(datamodule, kind, size))
             try:
@@ -156,4 +167,5 @@ def evaluate_module(
     max_batches = (eval_cfg or {}).get("max_batches") or max_batches
     if hasattr(datamodule, "limit_extrapolation"):  # images: eval.test_subset (sequences have their own count)
         datamodule.limit_extrapolation((eval_cfg or {}).get("test_subset"))
-    return evaluate_sizes(module, datamodule, list(sizes), strategies, kind, device, progress, max_batches, precision)
+    sizes = [plain_size(s) for s in sizes] if kind == "res" else list(sizes)  # a side, or (h, w)
+    return evaluate_sizes(module, datamodule, sizes, strategies, kind, device, progress, max_batches, precision)

@@ -116,6 +116,21 @@ class Block(nn.Module):
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
 
+def block_masks(pe, grid, depth, n, device, dtype, key_padding_mask=None, causal=False) -> list:
+    """One SDPA mask per block 0 .. depth-1 (None where nothing is masked), from the encoding's
+    ``attention_bias``. Blocks that get the same bias tensor (a shared or cached bias, or none)
+    share one mask, so padding and causal masking are applied once. Shared by vitpos's stacks and
+    by timm models converted with ``vitpos.integrations.timm.apply_encoding``."""
+    built: dict[int, tuple] = {}  # id(bias) -> (bias, mask); the bias is kept so its id stays unique
+    masks = []
+    for i in range(depth):
+        bias = pe.attention_bias(grid, i, device, dtype)
+        if id(bias) not in built:
+            built[id(bias)] = (bias, build_attention_mask(bias, key_padding_mask, causal, n, device, dtype))
+        masks.append(built[id(bias)][1])
+    return masks
+
+
 class EncoderStack(nn.Module):
     """The blocks of a Transformer encoder plus the position-encoding plumbing
     shared by the ViT and the sequence model: per-block attention masks built
@@ -127,17 +142,8 @@ class EncoderStack(nn.Module):
         self.blocks = nn.ModuleList([Block(dim, num_heads, mlp_ratio, r, dropout) for r in rates])
 
     def masks(self, pe, grid, n, device, dtype, key_padding_mask=None, causal=False):
-        """One SDPA mask per block (None where nothing is masked). Blocks that
-        get the same bias tensor (a shared or cached bias, or none) share one
-        mask, so padding and causal masking are applied once."""
-        built: dict[int, tuple] = {}  # id(bias) -> (bias, mask); the bias is kept so its id stays unique
-        masks = []
-        for i in range(len(self.blocks)):
-            bias = pe.attention_bias(grid, i, device, dtype)
-            if id(bias) not in built:
-                built[id(bias)] = (bias, build_attention_mask(bias, key_padding_mask, causal, n, device, dtype))
-            masks.append(built[id(bias)][1])
-        return masks
+        """One SDPA mask per block: :func:`block_masks` for these blocks."""
+        return block_masks(pe, grid, len(self.blocks), n, device, dtype, key_padding_mask, causal)
 
     def forward(self, x, grid, pe, key_padding_mask=None, causal=False, return_attention=False):
         masks = self.masks(pe, grid, x.shape[1], x.device, mask_dtype(x), key_padding_mask, causal)

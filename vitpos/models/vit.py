@@ -8,6 +8,7 @@ from timm.layers import trunc_normal_
 from torch import nn
 
 from vitpos.encodings import EncodingContext, create_encoding
+from vitpos.sizes import as_hw
 
 from .attention import EncoderStack
 
@@ -18,14 +19,15 @@ class VisionTransformer(nn.Module):
     ``pool``: ``gap`` (global average pooling, default, as big_vision's small
     models) or ``cls`` (a class token, concatenated *after* absolute encodings
     are added and never rotated). ``encoding`` is a dict: ``{name: ..., **options}``.
-    Any image size divisible by ``patch_size`` works; the encoding decides what
-    a grid other than the training grid means.
+    ``img_size``: the training size, a side or ``(h, w)``; its grid, ``(h // p, w // p)``, is the
+    encoding's training grid. Any image whose sides ``patch_size`` divides works; the encoding
+    decides what a grid other than the training grid means.
     """
 
     def __init__(
         self,
         encoding: dict | str = "sincos_2d",
-        img_size: int = 32,
+        img_size: int | tuple[int, int] = 32,
         patch_size: int = 4,
         in_chans: int = 3,
         num_classes: int = 10,
@@ -40,13 +42,14 @@ class VisionTransformer(nn.Module):
         super().__init__()
         if pool not in ("gap", "cls"):
             raise ValueError(f"unknown pool '{pool}'; valid: gap, cls (model.pool=...)")
-        if img_size % patch_size:
+        h, w = as_hw(img_size, "data.img_size")
+        if h % patch_size or w % patch_size:
             raise ValueError(f"data.img_size={img_size} is not divisible by model.patch_size={patch_size}")
         self.patch_size, self.pool = patch_size, pool
         self.patch_embed = nn.Conv2d(in_chans, dim, patch_size, stride=patch_size)
         self.num_prefix_tokens = 1 if pool == "cls" else 0
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
-        grid = (img_size // patch_size, img_size // patch_size)
+        grid = (h // patch_size, w // patch_size)  # (rows, columns) of patches
         enc = {"name": encoding} if isinstance(encoding, str) else dict(encoding)
         ctx = EncodingContext(
             dim=dim, num_heads=num_heads, depth=depth, grid=grid, num_prefix_tokens=self.num_prefix_tokens
@@ -60,6 +63,7 @@ class VisionTransformer(nn.Module):
             trunc_normal_(self.cls_token, std=0.02)
 
     def grid_for(self, images: torch.Tensor) -> tuple[int, int]:
+        """The token grid ``(h // p, w // p)`` of images ``(B, C, h, w)``: rows, then columns."""
         h, w = images.shape[-2:]
         p = self.patch_size
         if h % p or w % p:

@@ -29,12 +29,14 @@ from omegaconf import DictConfig, OmegaConf
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
 from vitpos.runtime import trainer_precision
+from vitpos.sizes import compact
 
 #: config sections that define a run (what ``resume=auto`` compares, what the hash covers)
 RUN_DEFINING = ("model", "encoding", "data", "optim", "task", "trainer")
 #: keys in those sections that change where or how a run is shown, not what it learns
 NOT_DEFINING = {
-    "model": {"compile"},  # torch.compile changes the speed, not what is learned
+    # torch.compile changes the speed, not what is learned; geometry: what model.name (a timm model) makes
+    "model": {"compile", "geometry"},
     "data": {"root", "download", "eval_batch_size", "num_workers", "on_device"},
     "task": {"pictures", "pictures_every_n_epochs", "flip_tta"},  # flip_tta: one more test score
     "trainer": {
@@ -61,6 +63,9 @@ ADDED_KEYS = {
     # partial RoPE at its "rotate everything" defaults: the committed rope_* runs keep their hashes
     "encoding": {"rotate_fraction": (None, 1.0), "rotate_heads": (None,)},
 }
+#: image sizes (a side or an [h, w] pair): hashed as vitpos.sizes.compact writes them, a side for a
+#: square and "HxW" otherwise, so [32, 32] is the run 32 is and every run with a side keeps its hash
+SIZE_KEYS = ("img_size", "native_size")
 MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 
 
@@ -71,6 +76,8 @@ def identity(cfg: DictConfig | dict) -> dict:
     for section in RUN_DEFINING:
         values = plain.get(section) or {}
         out[section] = {k: v for k, v in values.items() if k not in NOT_DEFINING.get(section, ())}
+        if section == "data":
+            out[section] = _compact_sizes(out[section])
         for key, as_before in ADDED_KEYS.get(section, {}).items():
             if out[section].get(key, None) in as_before:
                 out[section].pop(key, None)
@@ -81,6 +88,22 @@ def identity(cfg: DictConfig | dict) -> dict:
         out["data"].pop("fingerprint", None)
         if fingerprint is not None:
             out["data"]["fingerprint"] = fingerprint
+    return out
+
+
+def _compact_sizes(data: dict) -> dict:
+    """``data`` with its image sizes (:data:`SIZE_KEYS`, each of ``train_sizes``) as
+    :func:`vitpos.sizes.compact` writes them; a value that is not a size stays as it is."""
+
+    def one(value):
+        try:
+            return compact(value)
+        except ValueError:
+            return value
+
+    out = {**data, **{key: one(data[key]) for key in SIZE_KEYS if data.get(key) is not None}}
+    if isinstance(data.get("train_sizes"), list):
+        out["train_sizes"] = [one(s) for s in data["train_sizes"]]
     return out
 
 

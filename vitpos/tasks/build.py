@@ -23,19 +23,21 @@ from .sequence import SequenceTask
 TASKS = ("classification", "sequence")
 
 
-def build(cfg: DictConfig | dict) -> tuple[L.LightningModule, L.LightningDataModule]:
+def build(cfg: DictConfig | dict, pretrained: bool = True) -> tuple[L.LightningModule, L.LightningDataModule]:
     """(LightningModule, LightningDataModule) for ``cfg.task.name``.
 
     Each module saves the whole plain config, so tools rebuild the run from a
     checkpoint alone. Images: the batch order comes from the run's ``seed``
-    (and the epoch); sequences: the data are fixed by ``data.seed``."""
+    (and the epoch); sequences: the data are fixed by ``data.seed``.
+    ``pretrained``: load ``model.checkpoint`` (``model=timm``) into the new model;
+    False where a vitpos checkpoint's weights replace them anyway."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     name = (plain.get("task") or {}).get("name")
     if name == "classification":
         data_opts = {k: v for k, v in plain["data"].items() if k != "num_classes"}
         datamodule = ImageDataModule(**data_opts, shuffle_seed=int(plain.get("seed", 0)))
         plain["data"]["num_classes"] = datamodule.num_classes
-        return ImageClassifier(plain), datamodule
+        return ImageClassifier(plain, pretrained), datamodule
     if name == "sequence":
         return SequenceTask(plain), SequenceDataModule(**plain["data"])
     raise UserError("task.name", f"unknown task {name!r}", f"valid: {', '.join(TASKS)} (task=...)")
@@ -56,7 +58,7 @@ def from_checkpoint(path: str | Path, overrides: dict | None = None):
     cfg = OmegaConf.create(saved)
     for key, value in (overrides or {}).items():
         OmegaConf.update(cfg, key, value)
-    module, datamodule = build(cfg)
+    module, datamodule = build(cfg, pretrained=False)  # the checkpoint's weights, not model.checkpoint's
     try:
         module.load_state_dict(checkpoint["state_dict"])
     except RuntimeError as err:

@@ -7,6 +7,9 @@ import torch.nn.functional as F
 from timm.data import Mixup
 from timm.utils import ModelEmaV3
 
+from vitpos.integrations import is_timm
+from vitpos.integrations.timm import apply_encoding
+from vitpos.integrations.timm_weights import create_vit, geometry, load_planned, plan_checkpoint, read_checkpoint
 from vitpos.models import VisionTransformer
 
 from .base import TaskModule, accuracy, model_options
@@ -28,18 +31,26 @@ class ImageClassifier(TaskModule):
     are scored alongside as ``<stage>/acc_raw``. The average is part of the
     module, so checkpoints and exact resume carry it.
 
+    ``model=timm`` (a ``model.name``): timm's ``VisionTransformer`` converted by
+    :func:`vitpos.integrations.timm.apply_encoding`; with ``pretrained`` (training, from
+    :func:`vitpos.tasks.build.build`), the weights of ``model.checkpoint`` are loaded first.
+
     ``task.flip_tta`` (with ``data.hflip``, mirrored images being valid ones):
     the test set is also scored with horizontal-flip test-time augmentation,
     logged as ``test/acc_flip`` beside ``test/acc`` (never instead of it).
     """
 
-    def __init__(self, cfg: dict):
+    def __init__(self, cfg: dict, pretrained: bool = False):
         data, task = cfg["data"], cfg.get("task", {})
-        model = VisionTransformer(
-            encoding=cfg["encoding"], img_size=data["img_size"], num_classes=data["num_classes"], **model_options(cfg)
-        )
+        if is_timm(cfg["model"]):  # model=timm: timm's ViT with the encoding in place of its positions
+            model = timm_model(cfg, pretrained)
+        else:
+            size, classes = data["img_size"], data["num_classes"]
+            model = VisionTransformer(
+                encoding=cfg["encoding"], img_size=size, num_classes=classes, **model_options(cfg)
+            )
         super().__init__(cfg, model, num_classes=data["num_classes"])
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["pretrained"])  # rebuilt from a checkpoint, its weights are the checkpoint's
         self.ema = None
         if task.get("ema_decay", 0.0) > 0:
             self.ema = ModelEmaV3(self.model, decay=task["ema_decay"], use_warmup=task.get("ema_warmup", True))
@@ -96,3 +107,21 @@ class ImageClassifier(TaskModule):
             self.test_acc_flip.update(logits.softmax(-1) + mirrored.softmax(-1), labels)
             self.log("test/acc_flip", self.test_acc_flip)
         return logits, labels
+
+
+def timm_model(cfg: dict, pretrained: bool) -> torch.nn.Module:
+    """``model=timm``: ``timm.create_model(model.name, pretrained=False, ...)`` for the data's classes
+    and size, the weights of ``model.checkpoint`` when ``pretrained`` (the keys that do not apply
+    listed in one printed line), then the encoding in place of its position handling. The timm
+    model's geometry is saved in ``cfg["model"]["geometry"]`` (no part of the run's identity) for
+    the tools that estimate memory from a checkpoint's config."""
+    m, data = cfg["model"], cfg["data"]
+    enc = dict(cfg["encoding"])
+    name = enc.pop("name")
+    model = create_vit(m, data["num_classes"], data["img_size"])
+    if pretrained and m.get("checkpoint"):
+        plan = plan_checkpoint(model, read_checkpoint(m["checkpoint"]), name, m["checkpoint"])
+        load_planned(model, plan)
+        print(plan.line(), flush=True)
+    m["geometry"] = geometry(model)
+    return apply_encoding(model, name, **enc)

@@ -16,6 +16,7 @@ import torch
 from vitpos.cli import option, parse_options, run_main
 from vitpos.errors import UserError
 from vitpos.run.checkpoint import find_checkpoints
+from vitpos.sizes import as_hw
 from vitpos.tasks.build import from_checkpoint
 
 from .attention import attention_distance_data
@@ -61,7 +62,8 @@ class VizOptions:
     seed: int = option(0, "seed of the random images and of a fresh model")
     data_root: str | None = option(None, "where the test images are", metavar="DIR",
                                    default_text="the checkpoint's data.root")  # fmt: skip
-    img_size: int = option(32, "fresh model: image size in pixels")
+    img_size: Any = option(32, "fresh model: image size in pixels, a side or [h,w]", metavar="INT|[H,W]",
+                           example="[16,32]")  # fmt: skip
     patch_size: int = option(4, "fresh model: patch size in pixels")
     dim: int = option(192, "fresh model: width")
     depth: int = option(6, "fresh model: blocks")
@@ -108,6 +110,7 @@ def load_model(args: VizOptions) -> tuple[torch.nn.Module, dict]:
         from vitpos.models import VisionTransformer
 
         keys = ("img_size", "patch_size", "dim", "depth", "num_heads")
+        as_hw(args.img_size, "img_size")  # a malformed size names this tool's option
         try:
             model = VisionTransformer(args.encoding, pool=args.pool, **{k: getattr(args, k) for k in keys})
         except (KeyError, TypeError, ValueError) as err:  # unknown name, options or geometry: the user's input
@@ -137,8 +140,8 @@ def load_images(cfg: dict, n: int, seed: int) -> tuple[torch.Tensor, str]:
         except (DatasetNotFoundError, OSError, ValueError) as err:
             reason = f"the test images could not be loaded ({err})"
     gen = torch.Generator().manual_seed(seed)
-    size = int(data.get("img_size", 32))
-    return torch.randn(n, 3, size, size, generator=gen), f"{n} random images, as {reason}"
+    h, w = as_hw(data.get("img_size", 32), "data.img_size")
+    return torch.randn(n, 3, h, w, generator=gen), f"{n} random images, as {reason}"
 
 
 def save_pictures(pictures: dict, out: Path) -> None:
@@ -191,10 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     clear_pictures(out)
     if not hasattr(model, "grid_for"):  # a sequence model: the 1D pictures of its encoding, no images
         return write_sequence_pictures(model, blocks, out)
-    img_size = model.patch_size * model.pos.train_grid[0]
+    img_size = tuple(model.patch_size * side for side in model.pos.train_grid)  # (h, w) of the training grid
     images, source = load_images(cfg, args.n_images, args.seed)
-    if images.shape[-1] != img_size:
-        images = torch.nn.functional.interpolate(images, size=(img_size, img_size), mode="bicubic")
+    if tuple(images.shape[-2:]) != img_size:
+        images = torch.nn.functional.interpolate(images, size=img_size, mode="bicubic")
     print(f"encoding {model.pos.name}; attention drawn on {source}")
     save_pictures(pictures_for(model, images, blocks=blocks, n_images=len(images)), out)
     dist = attention_distance_data(model, images)  # (depth, H)

@@ -1,0 +1,178 @@
+"""``python -m bench.export``: every image encoding exported to ONNX and torch.export, checked
+against PyTorch eager, and onnxruntime's CPU latency for one image against eager's: the table of
+docs/export.md (``write=true`` rewrites it there).
+
+Each encoding (the list of configs/sweep/image_encodings.yaml, with its default strategy) is put in
+the same tiny ViT (:data:`TINY`: 16x16 images, patch 4, width 32, 2 blocks) and exported by
+:func:`vitpos.export.export_model`, which keeps the broadest size range whose graph agrees with the
+eager model. tests/test_export_table.py recomputes every row but the latencies and compares it with
+the committed page; latencies depend on the machine and are never asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from bench.timing import interleaved_medians
+from vitpos.cli import option, parse_options, run_main
+from vitpos.export import FORMATS, Exported, ExportFailed, export_model, geometry_of
+from vitpos.export.graph import ort_session
+from vitpos.models import VisionTransformer
+from vitpos.tables import markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "export.md"
+ENCODINGS = ROOT / "configs" / "sweep" / "image_encodings.yaml"
+#: the model every encoding is exported in: small enough for a test per encoding
+TINY = dict(img_size=16, patch_size=4, dim=32, depth=2, num_heads=2, mlp_ratio=2.0, drop_path=0.0)
+#: the sizes the table shows a difference at: the training size, a non-square one, a smaller one
+SHOWN = ((16, 16), (16, 32), (8, 8))
+SCOPE = {"any size": "any", "from the training size up": "≥ 16x16", "fixed size": "16x16 only"}
+OPEN, CLOSE = "<!-- export table: python -m bench.export write=true -->\n", "<!-- end export table -->"
+HEADER = ["encoding", "strategy", "ONNX sizes", "torch.export sizes",
+          *(f"max diff {h}x{w}" for h, w in SHOWN), "onnxruntime ms", "eager ms", "eager / onnxruntime"]  # fmt: skip
+CHECKED = 2 + len(FORMATS) + len(SHOWN)  # the columns tests/test_export_table.py compares (then latencies)
+
+
+def image_encodings() -> list[str]:
+    """Every image encoding, once: the sweep list of configs/sweep/image_encodings.yaml."""
+    return [name.strip() for name in str(OmegaConf.load(ENCODINGS)["encoding"]).split(",")]
+
+
+def tiny_model(name: str) -> VisionTransformer:
+    """The :data:`TINY` ViT with the encoding ``name`` (its default strategy), seeded, in eval mode."""
+    torch.manual_seed(0)
+    return VisionTransformer({"name": name}, **TINY).eval()
+
+
+@dataclass
+class Row:
+    """One encoding: the exported graph of each format (or why none), and the latencies."""
+
+    encoding: str
+    strategy: str
+    graphs: dict[str, Exported | str]
+    latency: tuple[float, float] | None = None  # (onnxruntime, eager) seconds for one image
+
+
+def export_row(name: str, latency: bool = True, repeats: int = 50) -> Row:
+    """Export the tiny model of ``name`` in every format; time ONNX against eager if asked."""
+    model = tiny_model(name)
+    geo = geometry_of(model, (TINY["img_size"], TINY["img_size"]))
+    graphs: dict[str, Exported | str] = {}
+    traces: dict = {}  # one torch.export trace per range, for both formats
+    for fmt in FORMATS:
+        try:
+            graphs[fmt] = export_model(model, geo, fmt, traces)
+        except ExportFailed as err:
+            graphs[fmt] = str(err)
+    row = Row(name, model.pos.strategy, graphs)
+    if latency and isinstance(graphs["onnx"], Exported):
+        session = ort_session(graphs["onnx"].artifact, threads=torch.get_num_threads())
+        image = geo.example(batch=1)
+        feed = {"images": image.numpy()}
+
+        def eager():
+            with torch.inference_mode():
+                model(image)
+
+        times = interleaved_medians({"onnx": lambda: session.run(None, feed), "eager": eager}, repeats, desc=name)
+        row.latency = (times["onnx"], times["eager"])
+    return row
+
+
+def diff_cell(row: Row, size: tuple[int, int]) -> str:
+    """``ONNX / torch.export`` largest difference at ``size``; ``-`` where the graph does not take it."""
+    parts = []
+    for fmt in FORMATS:
+        graph = row.graphs[fmt]
+        diff = graph.diffs.get(size) if isinstance(graph, Exported) else None
+        parts.append("-" if diff is None else f"{diff:.0e}" if diff else "0")
+    return " / ".join(parts)
+
+
+def cells(row: Row) -> list[str]:
+    """The row of the table (:data:`HEADER`)."""
+    scopes = [SCOPE[g.scope] if isinstance(g, Exported) else "fails" for g in (row.graphs[f] for f in FORMATS)]
+    timing = ["", "", ""]
+    if row.latency is not None:
+        ort_s, eager_s = row.latency
+        timing = [f"{1e3 * ort_s:.2f}", f"{1e3 * eager_s:.2f}", f"{eager_s / ort_s:.1f}x"]
+    return [f"`{row.encoding}`", row.strategy, *scopes, *(diff_cell(row, s) for s in SHOWN), *timing]
+
+
+def machine() -> str:
+    """The CPU model and the versions that made the latencies."""
+    import onnxruntime
+
+    cpu = platform.processor() or platform.machine()
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    found = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
+    cpu = f"{os.cpu_count()}-core {found.group(1).strip() if found else cpu}"
+    if "avx512_bf16" in info:
+        cpu += " with AVX512-BF16"
+    threads = torch.get_num_threads()
+    return (f"{cpu}, {threads} thread{'s' if threads > 1 else ''}, torch {torch.__version__.split('+')[0]}, "
+            f"onnxruntime {onnxruntime.__version__}")  # fmt: skip
+
+
+def render(rows: list[Row], note: str) -> str:
+    """The table and the line that says where its latencies were measured."""
+    where = f"Latencies: median of one 16x16 image, {machine()}" + (f"; {note}" if note else "") + "."
+    return markdown_table(HEADER, [cells(r) for r in rows]) + "\n\n" + where + "\n"
+
+
+def committed_rows(text: str) -> dict[str, list[str]]:
+    """The rows of the table in a page's block, by encoding name (the first cell without backticks)."""
+    start, end = text.index(OPEN) + len(OPEN), text.index(CLOSE)
+    lines = [line for line in text[start:end].splitlines() if line.startswith("| `")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return {r[0].strip("`"): r for r in rows}
+
+
+def refresh(text: str, table: str) -> str:
+    """``text`` with its table block replaced by ``table``."""
+    start, end = text.index(OPEN) + len(OPEN), text.index(CLOSE)
+    return text[:start] + table + text[end:]
+
+
+@dataclass
+class ExportBenchOptions:
+    """Export every image encoding in a tiny ViT to ONNX and torch.export, check both against
+    PyTorch eager at three sizes, time onnxruntime (CPU) against eager for one image, and print
+    the table of docs/export.md (write=true rewrites it there).
+
+    Examples:
+      python -m bench.export encodings=[none,rope_2d] repeats=5
+    """
+
+    encodings: list[str] | None = option(None, "the encodings", metavar="[NAME,...]", example="[rope_2d]",
+                                         default_text="configs/sweep/image_encodings.yaml")  # fmt: skip
+    repeats: int = option(50, "timed rounds per encoding")
+    threads: int | None = option(None, "torch and onnxruntime threads", default_text="torch's choice")
+    note: str = option("", "appended to the machine line (e.g. measured beside a training sweep)")
+    write: bool = option(False, "rewrite the table in docs/export.md")
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_options(argv, ExportBenchOptions, prog="python -m bench.export")
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    rows = [export_row(name, repeats=opts.repeats) for name in opts.encodings or image_encodings()]
+    table = render(rows, opts.note)
+    print(table)
+    if opts.write:
+        PAGE.write_text(refresh(PAGE.read_text(), table))
+        print(f"rewrote the table in {PAGE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

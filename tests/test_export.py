@@ -1,0 +1,134 @@
+"""``python -m vitpos.export``: a checkpoint to ONNX or torch.export with dynamic sizes, checked
+against the eager model; the rewrites of the operations ONNX lacks; bad input writes nothing.
+
+The table of every encoding (docs/export.md) is tests/test_export_table.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from ckpt_factory import IMAGE, SEQUENCE, make_checkpoint, make_evil_checkpoint
+from conftest import run_command
+
+from vitpos.export.graph import TOLERANCE, ort_session
+from vitpos.export.onnx_ops import matrix_exp, onnx_decompositions, solve, solve_ex
+from vitpos.tasks.build import from_checkpoint
+
+TINY = ["model.dim=32", "model.depth=2", "model.num_heads=2", "data.img_size=16"]
+
+
+def skew(*shape: int, seed: int = 0) -> torch.Tensor:
+    u = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return u - u.transpose(-1, -2)
+
+
+def test_solve_matches_linalg_solve_on_cayley_matrices():
+    """STRING-Cayley solves (I + S) X = I - S, S skew-symmetric: no pivot is needed there."""
+    s, eye = skew(3, 2, 16, 16), torch.eye(16)
+    expected = torch.linalg.solve(eye + s, eye - s)
+    assert torch.allclose(solve(eye + s, eye - s), expected, atol=1e-5)
+    x, _, _, info = solve_ex(eye + s, eye - s, left=False)  # X (I + S) = I - S
+    assert torch.allclose(x, torch.linalg.solve(eye + s, eye - s, left=False), atol=1e-5)
+    assert not info.any()
+
+
+@pytest.mark.parametrize("scale", [0.0, 0.01, 1.0, 30.0])
+def test_matrix_exp_matches_aten_in_float32(scale):
+    """Within what float32 allows: the error against float64 is of the order of ATen's own."""
+    a = skew(2, 3, 8, 8, seed=1) * scale
+    exact = torch.linalg.matrix_exp(a.double())
+    ours = (matrix_exp(a).double() - exact).abs().max().item()
+    aten = (torch.linalg.matrix_exp(a).double() - exact).abs().max().item()
+    assert ours <= max(4 * aten, 1e-6), (ours, aten)
+
+
+def test_the_decompositions_cover_the_ops_onnx_lacks():
+    table = onnx_decompositions()
+    aten = torch.ops.aten
+    for op in (aten.hypot.default, aten.linalg_solve.default, aten._linalg_solve_ex.default,
+               aten.linalg_matrix_exp.default):  # fmt: skip
+        assert op in table
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpts")
+    return {
+        "rope_2d": make_checkpoint(root / "rope_2d", *IMAGE, *TINY, "encoding=rope_2d"),
+        "learned_1d": make_checkpoint(root / "learned_1d", *IMAGE, *TINY, "encoding=learned_1d"),
+        "sequence": make_checkpoint(root / "sequence", *SEQUENCE),
+    }
+
+
+def eager_logits(ckpt, images: torch.Tensor) -> np.ndarray:
+    module, _, _ = from_checkpoint(ckpt)
+    with torch.no_grad():
+        return module.eval_model.eval()(images).numpy()
+
+
+def test_onnx_export_has_dynamic_sizes_and_agrees_with_eager(checkpoints, tmp_path):
+    out = tmp_path / "out" / "rope.onnx"
+    ran = run_command("vitpos.export", f"ckpt={checkpoints['rope_2d']}", f"out={out}")
+    assert ran.code == 0, ran.err
+    assert "dynamic batch; any height and width that are multiples of 4x4, from 8x8" in ran.out
+    assert "why not" not in ran.out  # no broader range was refused
+    session = ort_session(out.read_bytes())
+    for shape in [(1, 3, 16, 16), (3, 3, 16, 32), (2, 3, 24, 8)]:  # sizes and a batch it was not traced at
+        images = torch.randn(*shape)
+        got = session.run(None, {"images": images.numpy()})[0]
+        assert np.abs(got - eager_logits(checkpoints["rope_2d"], images)).max() <= TOLERANCE
+    assert sorted(p.name for p in out.parent.iterdir()) == ["rope.onnx"]  # no temporary file left
+
+
+def test_torch_export_keeps_the_range_the_encoding_allows(checkpoints, tmp_path):
+    """learned_1d antialiases its table only when the grid shrinks (a choice made in Python): its
+    graph takes sizes from the training size up, and the tool says why not any size."""
+    out = tmp_path / "l1.pt2"
+    ran = run_command("vitpos.export", f"ckpt={checkpoints['learned_1d']}", "format=torch_export", f"out={out}")
+    assert ran.code == 0, ran.err
+    assert "from the training size 16x16 up" in ran.out
+    assert "why not any size: at 8x8 the graph fails" in ran.out
+    program = torch.export.load(out)
+    images = torch.randn(2, 3, 16, 32)
+    got = program.module()(images).detach().numpy()
+    assert np.abs(got - eager_logits(checkpoints["learned_1d"], images)).max() <= TOLERANCE
+
+
+BAD = {
+    "sequence": (["ckpt={sequence}"], "is a sequence-task checkpoint"),
+    "unknown option": (["ckpt={rope_2d}", "opset=18"], "opset: unknown option"),
+    "not a checkpoint": (["ckpt={text}"], "not a checkpoint"),
+    "other format's name": (["ckpt={rope_2d}", "out={tmp}/model.pt2"], "pass format=torch_export"),
+    "unknown strategy": (["ckpt={rope_2d}", "strategy=bicubic"], "strategy=bicubic: not a strategy"),
+    "unknown format": (["ckpt={rope_2d}", "format=tflite"], "format: unknown tflite"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_line_and_writes_nothing(case, checkpoints, tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a checkpoint\n")
+    argv, message = BAD[case]
+    names = {**{k: str(v) for k, v in checkpoints.items()}, "text": str(text), "tmp": str(tmp_path)}
+    ran = run_command("vitpos.export", *(a.format(**names) for a in argv), cwd=tmp_path)
+    assert ran.code == 2, (ran.out, ran.err)
+    assert ran.err.startswith("error: ") and ran.err.count("\n") == 1 and message in ran.err, ran.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no model.onnx, no folder
+
+
+def test_a_checkpoint_that_would_run_code_is_refused(tmp_path):
+    """Loaded with weights_only=True, as by every tool: the crafted pickle never runs."""
+    marker = tmp_path / "pwned"
+    ckpt = make_evil_checkpoint(tmp_path / "evil", marker)
+    ran = run_command("vitpos.export", f"ckpt={ckpt}", f"out={tmp_path / 'out' / 'm.onnx'}", cwd=tmp_path)
+    assert ran.code == 2 and "refused" in ran.err and ran.err.count("\n") == 1, ran.err
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def test_help_says_what_it_does_with_examples(tmp_path):
+    ran = run_command("vitpos.export", "--help", cwd=tmp_path)
+    assert ran.code == 0
+    assert ran.out.startswith("usage: python -m vitpos.export ckpt=PATH")
+    assert "Examples:\n  python -m vitpos.export ckpt=" in ran.out
+    assert list(tmp_path.iterdir()) == []

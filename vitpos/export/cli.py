@@ -1,0 +1,156 @@
+"""``python -m vitpos.export``: a trained image checkpoint as an ONNX or ``torch.export`` file.
+
+The options and the ``--help`` text are :class:`ExportOptions`. Every input is checked before
+anything is exported (the checkpoint, its task, the strategy, the output name and the packages
+ONNX needs), and the file is written only once its graph agrees with the eager model, atomically:
+bad input, or a model no range exports, leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from vitpos.cli import option, parse_options
+from vitpos.errors import UserError
+from vitpos.files import atomic_path
+from vitpos.run.checkpoint import find_checkpoints, task_kind
+from vitpos.sizes import as_hw
+from vitpos.tasks.build import from_checkpoint
+
+from .graph import FORMATS, TOLERANCE, Exported, ExportFailed, export_model, geometry_of
+
+SUFFIX = {"onnx": ".onnx", "torch_export": ".pt2"}
+ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")
+
+
+@dataclass
+class ExportOptions:
+    """Export a trained image model (a checkpoint of task=classification) to ONNX or to a
+    torch.export program, with dynamic batch, height and width where its encoding allows it.
+
+    Three size ranges are tried, broadest first: any size (sides that are multiples of the patch,
+    two patches or more), sizes from the training size up, and the training size alone (only the
+    batch dynamic). The first whose graph runs at its sizes and agrees with the eager model there
+    (|difference| <= 1e-4 on the logits, checked with onnxruntime for ONNX) is written; the tool
+    prints the range, why each broader one failed, and the largest difference at every size it
+    checked. ckpt= is a .ckpt file, a run folder or a glob pattern (of several, the newest). The
+    file is written only after the check passes; bad input writes nothing. ONNX needs the packages
+    onnx, onnxscript and onnxruntime (pip install -e ".[export]"). docs/export.md has the table
+    of every encoding.
+
+    Examples:
+      python -m vitpos.export ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt out=export/model.onnx
+      python -m vitpos.export ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 format=torch_export out=export/model.pt2
+    """
+
+    ckpt: str = option(help="a .ckpt file, a run folder or a glob pattern", metavar="PATH",
+                       example="runs/.../checkpoints/last.ckpt")  # fmt: skip
+    out: str | None = option(None, "the file to write", metavar="FILE",
+                             default_text="model.onnx, or model.pt2 for format=torch_export")  # fmt: skip
+    format: str = option("onnx", "onnx (checked with onnxruntime) or torch_export (torch.export.save)",
+                         choices=list(FORMATS))  # fmt: skip
+    strategy: str | None = option(None, "the encoding's strategy for sizes other than the training size",
+                                  metavar="NAME", default_text="the run's own")  # fmt: skip
+
+
+def newest_checkpoint(pattern: str) -> Path:
+    """The one checkpoint ``ckpt=`` names; of several (a folder, a pattern), the newest, said aloud."""
+    paths = [hit.path for hit in find_checkpoints([pattern])]
+    if len(paths) > 1:
+        paths.sort(key=os.path.getmtime, reverse=True)
+        print(f"ckpt={pattern} matches {len(paths)} checkpoints; exporting the newest, {paths[0]}")
+    return paths[0]
+
+
+def check_options(opts: ExportOptions) -> Path:
+    """The output path, after refusing what cannot work: a name whose suffix is another format's,
+    a missing package."""
+    out = Path(opts.out or f"model{SUFFIX[opts.format]}")
+    if out.suffix != SUFFIX[opts.format]:
+        other = next((f for f, s in SUFFIX.items() if s == out.suffix), None)
+        fix = f"or pass format={other}" if other else f"e.g. out={out.with_suffix(SUFFIX[opts.format])}"
+        raise UserError(f"out={out}", f"format={opts.format} writes a {SUFFIX[opts.format]} file",
+                        f"name it {out.with_suffix(SUFFIX[opts.format]).name}, {fix}")  # fmt: skip
+    if out.is_dir():
+        raise UserError(f"out={out}", "is a folder", f"name the file, e.g. out={out / ('model' + out.suffix)}")
+    if opts.format == "onnx":
+        import importlib.util
+
+        missing = [name for name in ONNX_PACKAGES if importlib.util.find_spec(name) is None]
+        if missing:
+            raise UserError("format=onnx", f"needs the packages {', '.join(missing)}",
+                            'pip install -e ".[export]", or pass format=torch_export')  # fmt: skip
+    return out
+
+
+def load_image_model(path: Path, strategy: str | None) -> tuple[torch.nn.Module, dict]:
+    """(the evaluated model, the run's config) of an image checkpoint; a sequence checkpoint or an
+    unknown strategy is refused."""
+    module, _, cfg = from_checkpoint(path)
+    if task_kind(cfg) != "res":
+        raise UserError(f"ckpt={path}", "is a sequence-task checkpoint (task=sequence)",
+                        "export takes image models: a checkpoint of task=classification")  # fmt: skip
+    model = module.eval_model
+    if strategy is not None:
+        encoding = getattr(module, "encoding", None)  # None: a model without a vitpos encoding
+        if encoding is None:
+            raise UserError(f"strategy={strategy}", "this model has no vitpos encoding to set a strategy of")
+        if strategy not in encoding.valid_strategies():
+            raise UserError(f"strategy={strategy}", f"not a strategy of the encoding {encoding.name}",
+                            f"valid: {', '.join(encoding.valid_strategies())}")  # fmt: skip
+        encoding.strategy = strategy
+    return model.eval(), cfg
+
+
+def write(result: Exported, out: Path) -> None:
+    """The exported graph at ``out``, atomically (a temporary file renamed over it)."""
+    data = result.artifact
+    if result.format == "torch_export":
+        buffer = io.BytesIO()  # torch.export.save wants a name ending in .pt2, or a buffer
+        torch.export.save(result.artifact, buffer)
+        data = buffer.getvalue()
+    with atomic_path(out) as tmp:
+        tmp.write_bytes(data)
+
+
+def report(result: Exported, out: Path, geo) -> list[str]:
+    """What the tool prints after writing: the range, the reasons, the check."""
+    (h, w), (ph, pw) = geo.train, geo.patch
+    if result.scope == "any size":
+        sizes = f"any height and width that are multiples of {ph}x{pw}, from {2 * ph}x{2 * pw}"
+    elif result.scope == "from the training size up":
+        sizes = f"heights and widths that are multiples of {ph}x{pw}, from the training size {h}x{w} up"
+    else:
+        sizes = f"the training size {h}x{w} only (fixed size)"
+    lines = [f"wrote {out}: dynamic batch; {sizes}"]
+    lines += [f"  why not {reason}" for reason in result.reasons]
+    checked = ", ".join(f"{d:.1g} at {s[0]}x{s[1]}" for s, d in result.diffs.items())
+    engine = "onnxruntime" if result.format == "onnx" else "the exported program"
+    lines.append(f"checked ({engine} vs PyTorch eager, max |diff| of the logits, <= {TOLERANCE:g}): {checked}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_options(argv, ExportOptions, prog="python -m vitpos.export",
+                         usage="ckpt=PATH [out=FILE] [format=onnx|torch_export] [strategy=NAME]")  # fmt: skip
+    out = check_options(opts)
+    path = newest_checkpoint(opts.ckpt)
+    model, cfg = load_image_model(path, opts.strategy)
+    geo = geometry_of(model, as_hw(cfg["data"]["img_size"], "data.img_size"))
+    encoding = getattr(model, "pos", None)
+    about = f"{encoding.name}, strategy {encoding.strategy}, " if encoding is not None else ""
+    print(f"exporting {path} ({about}trained at {geo.train[0]}x{geo.train[1]}) to {opts.format}")
+    try:
+        result = export_model(model, geo, opts.format)
+    except ExportFailed as err:
+        print(f"error: {err}; nothing written", file=sys.stderr)
+        return 1
+    write(result, out)
+    print("\n".join(report(result, out, geo)))
+    return 0

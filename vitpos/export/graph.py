@@ -1,0 +1,214 @@
+"""A trained image model as a graph with dynamic sizes, checked against the eager model.
+
+:func:`export_model` traces the model with ``torch.export.export`` and, for ONNX, converts the
+traced program with ``torch.onnx.export(..., dynamo=True)``. It tries, in order (:data:`RANGES`):
+
+1. any size: batch, height and width all dynamic (each side a multiple of the patch, at least two
+   patches: ``torch.export`` specializes a side of one);
+2. from the training size up: the same, each side at least the training side (an encoding whose
+   code takes another path on smaller grids, such as an antialiased table resize, fits here);
+3. a fixed size: the training size, only the batch dynamic.
+
+The first whose graph runs at every size it claims and agrees with the eager model there (within
+:data:`TOLERANCE`) is kept; the reasons the broader ones failed are kept with it. ``torch.export``
+can accept a dynamic size and still fix it inside the graph (a shape guard, a constant folded from
+one size), so the check at other sizes, not the trace, decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+from torch.export import Dim
+
+from .onnx_ops import onnx_decompositions
+
+FORMATS = ("onnx", "torch_export")
+#: the largest |exported - eager| a graph may show (float32 logits)
+TOLERANCE = 1e-4
+#: the size ranges tried, broadest first
+RANGES = ("any size", "from the training size up", "fixed size")
+MIN_PATCHES = 2  # torch.export specializes a dimension of size 0 or 1
+
+
+class ExportFailed(RuntimeError):
+    """No range gave a graph that agrees with the eager model; the message lists every reason."""
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What the shapes of an image model's input are: channels, patch (h, w), training size (h, w)."""
+
+    channels: int
+    patch: tuple[int, int]
+    train: tuple[int, int]
+
+    def lowest(self, scope: str) -> tuple[int, int] | None:
+        """The smallest (h, w) in pixels a range allows; None for the fixed size."""
+        if scope == "any size":
+            return MIN_PATCHES * self.patch[0], MIN_PATCHES * self.patch[1]
+        return self.train if scope == "from the training size up" else None
+
+    def check_sizes(self, scope: str) -> list[tuple[int, int]]:
+        """Where a graph of this range is checked: the training size, a non-square size (twice as
+        wide), and a smaller one (half the sides, at least two patches) or, where the range starts
+        at the training size, a larger square one; a fixed size at two batch sizes."""
+        (h, w), (ph, pw) = self.train, self.patch
+        if scope == "fixed size":
+            return [self.train, self.train]  # batches of 2 and 3: the batch stays dynamic
+        smaller = (max(h // 2 // ph, MIN_PATCHES) * ph, max(w // 2 // pw, MIN_PATCHES) * pw)
+        third = smaller if scope == "any size" and smaller != self.train else (2 * h, 2 * w)
+        return [self.train, (h, 2 * w), third]
+
+    def in_scope(self, scope: str, size: tuple[int, int]) -> bool:
+        """Whether a graph of this range takes ``size``."""
+        low = self.lowest(scope)
+        if low is None:
+            return tuple(size) == self.train
+        return all(s >= lo and s % p == 0 for s, lo, p in zip(size, low, self.patch))
+
+    def example(self, batch: int = 2, size: tuple[int, int] | None = None, seed: int = 0) -> torch.Tensor:
+        """A seeded batch of normal noise images: what every check feeds both graphs."""
+        h, w = size or self.train
+        return torch.randn(batch, self.channels, h, w, generator=torch.Generator().manual_seed(seed))
+
+
+def geometry_of(model: nn.Module, train: tuple[int, int]) -> Geometry:
+    """The input geometry from the model's patch embedding (its first ``Conv2d``: channels, stride)."""
+    conv = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+    if conv is None:
+        raise ValueError("the model has no Conv2d patch embedding to read the channels and patch size from")
+    return Geometry(conv.in_channels, tuple(conv.stride), tuple(train))
+
+
+def dynamic_shapes(geo: Geometry, scope: str) -> dict:
+    """``torch.export``'s ``dynamic_shapes`` for the input ``images`` (B, C, H, W) of one range: the
+    sides as multiples of the patch (derived dimensions), so the patch grid stays an integer."""
+    spec = {0: Dim("batch", min=1)}
+    low = geo.lowest(scope)
+    if low is not None:
+        rows = Dim("rows", min=low[0] // geo.patch[0])
+        cols = Dim("cols", min=low[1] // geo.patch[1])
+        spec.update({2: geo.patch[0] * rows, 3: geo.patch[1] * cols})
+    return {"images": spec}
+
+
+class _Images(nn.Module):
+    """The model with its input named ``images`` (``dynamic_shapes`` and the ONNX input name)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.model(images)
+
+
+def trace(model: nn.Module, geo: Geometry, scope: str) -> torch.export.ExportedProgram:
+    """``torch.export.export`` of ``model`` (in eval mode) for the range ``scope``."""
+    return torch.export.export(_Images(model.eval()), (geo.example(),), dynamic_shapes=dynamic_shapes(geo, scope))
+
+
+def to_onnx(program: torch.export.ExportedProgram) -> bytes:
+    """The ONNX model (serialized) of a traced program: the operations ONNX lacks rewritten
+    (:func:`vitpos.export.onnx_ops.onnx_decompositions`), then the dynamo exporter, quietly."""
+    program = program.run_decompositions(onnx_decompositions())
+    # optimize=False: onnxscript's optimizer (0.7) drops a subtraction of a small constant as if it were
+    # zero (LookHere's 1e-9 slack on its field of view, flipping boundary rays); onnxruntime optimizes
+    # the graph itself when it loads it
+    with contextlib.redirect_stdout(io.StringIO()):  # the exporter narrates its steps
+        onnx_program = torch.onnx.export(
+            program, dynamo=True, input_names=["images"], output_names=["logits"], verbose=False, optimize=False
+        )
+    return onnx_program.model_proto.SerializeToString()
+
+
+def ort_session(model: bytes, threads: int | None = None):
+    """An onnxruntime CPU session of a serialized ONNX model (``threads``: intra-op threads)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def runner(fmt: str, artifact) -> Callable[[torch.Tensor], np.ndarray]:
+    """A function images -> logits (numpy) running the exported graph."""
+    if fmt == "onnx":
+        session = ort_session(artifact, threads=torch.get_num_threads())
+        return lambda images: session.run(None, {"images": images.numpy()})[0]
+    module = artifact.module()
+    return lambda images: module(images).detach().numpy()
+
+
+def first_line(err: BaseException) -> str:
+    """An error as one short line: its type and the first line of its message."""
+    text = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+    return f"{type(err).__name__}: {text[:240]}" if text else type(err).__name__
+
+
+@dataclass
+class Exported:
+    """One exported graph: its format and range, why broader ranges failed, and the largest
+    |exported - eager| of the logits at every size it was checked at."""
+
+    format: str
+    scope: str
+    artifact: object  # ExportedProgram (torch_export) or the serialized ONNX model (bytes)
+    diffs: dict[tuple[int, int], float]
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def dynamic(self) -> bool:
+        return self.scope != "fixed size"
+
+
+def check(model: nn.Module, run, geo: Geometry, scope: str) -> dict[tuple[int, int], float]:
+    """The largest |run(x) - model(x)| at every size of the range; a size where the graph fails or
+    disagrees raises ``ValueError`` naming it."""
+    diffs = {}
+    for i, size in enumerate(geo.check_sizes(scope)):
+        images = geo.example(batch=2 if i == 0 else 3, size=size, seed=i + 1)
+        with torch.no_grad():
+            expected = model(images).numpy()
+        name = f"{size[0]}x{size[1]}"
+        try:
+            got = run(images)
+        except Exception as err:  # noqa: BLE001 (a graph that refuses a size: the reason is the message)
+            raise ValueError(f"at {name} the graph fails ({first_line(err)})") from None
+        diff = float(np.abs(got - expected).max())
+        if not diff <= TOLERANCE:  # also NaN
+            raise ValueError(f"at {name} the graph differs from the eager model by {diff:.2g}")
+        diffs[size] = max(diff, diffs.get(size, 0.0))
+    return diffs
+
+
+def export_model(model: nn.Module, geo: Geometry, fmt: str, traces: dict | None = None) -> Exported:
+    """The broadest range of :data:`RANGES` whose ``fmt`` graph agrees with ``model`` (see the
+    module docstring); :class:`ExportFailed` listing each range's reason when none does.
+
+    ``traces``: a dict to keep each range's ``torch.export`` program in, so that exporting the same
+    model to the other format does not trace it again."""
+    model.eval()
+    traces = {} if traces is None else traces
+    reasons = []
+    for scope in RANGES:
+        try:
+            if scope not in traces:
+                traces[scope] = trace(model, geo, scope)
+            program = traces[scope]
+            artifact = to_onnx(program) if fmt == "onnx" else program
+            diffs = check(model, runner(fmt, artifact), geo, scope)
+        except Exception as err:  # noqa: BLE001 (each range's failure is a reason to try the next)
+            reasons.append(f"{scope}: {err if isinstance(err, ValueError) else first_line(err)}")
+            continue
+        return Exported(fmt, scope, artifact, diffs, reasons)
+    raise ExportFailed("no graph agrees with the eager model: " + "; ".join(reasons))

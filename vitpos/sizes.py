@@ -1,0 +1,101 @@
+"""Image sizes: one side (a square) or an ``[h, w]`` pair, everywhere a size is an option.
+
+``data.img_size``, every entry of ``data.train_sizes`` and ``eval.resolutions``,
+``data.native_size`` and the tools' ``resolutions=`` each take ``32`` or ``[16, 32]``
+(height, width). Every reader turns the option into ``(h, w)`` with :func:`as_hw`, the one
+rule of what a size is, so a malformed one (``[16]``, ``[16, 32, 8]``, ``[0, 16]``, ``true``)
+is refused in one place with an error naming the option.
+
+A size is written back as its side when it is square and as ``HxW`` otherwise
+(:func:`size_name`: ``16``, ``16x32``): in metric tags (``test/acc@res16x32``; a square keeps
+``test/acc@res16``, so existing runs and reports keep their tags), in table columns and in the
+run hash (:func:`compact`: ``[32, 32]`` is the same run as ``32``). Imports only
+:mod:`vitpos.errors`, so every layer may use it (the model, the data, the reports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vitpos.errors import UserError
+
+#: an image size as (height, width) in pixels
+HW = tuple[int, int]
+
+
+def is_integer(value) -> bool:
+    """An integer, and not ``True``/``False`` (which Python counts as 1 and 0): the one test of
+    every integer option (also :mod:`vitpos.checks.options`)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def as_hw(value, option: str = "size") -> HW:
+    """``value`` as ``(h, w)``: a side ``s`` is ``(s, s)``; a pair ``[h, w]`` (a list, a tuple or
+    Hydra's ListConfig) is itself. Anything else (a bool, text, a pair of another length, a side
+    below 1) raises :class:`UserError` naming ``option``, the config option it came from."""
+    if is_integer(value) and value > 0:
+        return int(value), int(value)
+    pair = isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2
+    if pair and all(is_integer(v) and v > 0 for v in value):
+        return int(value[0]), int(value[1])
+    shown = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
+    raise UserError(
+        option,
+        f"{shown!r} is not a size: give a positive side in pixels, or an [h, w] pair of them",
+        "e.g. 32 or [16,32]",
+    )
+
+
+def size_name(size) -> str:
+    """``16`` for a square, ``16x32`` (height x width) otherwise: the size in metric tags
+    (``test/acc@res16x32``), table columns and messages. ``size``: anything :func:`as_hw` takes."""
+    h, w = as_hw(size)
+    return str(h) if h == w else f"{h}x{w}"
+
+
+def parse_name(text: str) -> HW:
+    """The inverse of :func:`size_name`: ``"16"`` -> ``(16, 16)``, ``"16x32"`` -> ``(16, 32)``
+    (a tag's or a table column's size); a ``ValueError`` for anything else."""
+    h, sep, w = str(text).strip().partition("x")
+    if not h.isdigit() or (sep and not w.isdigit()):
+        raise ValueError(f"{text!r} is not a size name such as 16 or 16x32")
+    return (int(h), int(w) if sep else int(h))
+
+
+def plain_size(size) -> int | HW:
+    """The side of a square, ``(h, w)`` otherwise: a size as the data pipeline hands it around (a
+    training batch's size tag, the data module's ``train_sizes``), equal to the option for a side."""
+    h, w = as_hw(size)
+    return h if h == w else (h, w)
+
+
+def compact(size) -> int | str:
+    """The side of a square, ``"HxW"`` otherwise: the size as a run's hash and a report's columns
+    hold it, so that ``[32, 32]`` and ``32`` are the same run and a square reads as before."""
+    h, w = as_hw(size)
+    return h if h == w else f"{h}x{w}"
+
+
+def size_order(size) -> tuple[int, int, int]:
+    """Sort key of a size (a side, a pair or a :func:`size_name`): by pixel count (so by tokens),
+    then height: ``16 < 16x32 < 32x16 < 24 < 32``. Squares keep their order by side."""
+    h, w = parse_name(size) if isinstance(size, str) else as_hw(size)
+    return (h * w, h, w)
+
+
+def equivalent_side(size) -> float:
+    """``sqrt(h * w)``: the side of the square with as many pixels (and tokens), where a plot with a
+    numeric size axis puts a non-square size (a square stays at its side)."""
+    h, w = parse_name(size) if isinstance(size, str) else as_hw(size)
+    return float(h) if h == w else (h * w) ** 0.5
+
+
+#: how a plot with a numeric size axis marks a size by its shape: a square on its line, a wide
+#: (h < w) or tall (h > w) one as a triangle pointing along its long side, not joined to the line
+MARKERS = {"square": "o", "wide": ">", "tall": "^"}
+
+
+def orientation(size) -> str:
+    """``square``, ``wide`` (h < w) or ``tall`` (h > w): the key of :data:`MARKERS`."""
+    h, w = parse_name(size) if isinstance(size, str) else as_hw(size)
+    return "square" if h == w else "wide" if h < w else "tall"

@@ -56,17 +56,42 @@ def report(err: BaseException) -> None:
 
 def precheck(argv: list[str]) -> None:
     """Compose the command's config as Hydra will, so a bad override (unknown key,
-    unknown group option) is one line here instead of Hydra's multi-line report."""
-    if any(a.startswith("-") for a in argv):  # --help, -m sweeps, --cfg: Hydra's own business
+    unknown group option, a value Hydra's grammar cannot read) is one line here instead of
+    Hydra's multi-line report. A ``-m`` sweep: every job's config, as Hydra's basic sweeper
+    composes them before it launches any (it would stop the whole sweep on the first that
+    fails), so a bad option exits 2 before Hydra writes ``multirun.yaml``."""
+    flags = [a for a in argv if a.startswith("-")]
+    if set(flags) - set(SWEEP_WORDS):  # --help, --cfg, --info: Hydra's own business
         return
     from hydra.errors import HydraException
 
     from vitpos.cli import override_error
 
+    words = [a for a in argv if not a.startswith("-")]
     try:
-        compose_config(argv)
-    except HydraException as err:
-        report(override_error(err, CONFIGS))
+        for job in (sweep_job_overrides(words) or []) if flags else [words]:
+            compose_config(job)
+    except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
+        report(override_error(err, CONFIGS, words))
+
+
+def sweep_job_overrides(words: list[str]) -> list[list[str]] | None:
+    """The overrides of each job ``python train.py -m WORDS`` launches (Hydra's basic sweeper's
+    cross product of comma lists, ``range``, ``choice``). None where Hydra alone can expand the
+    sweep (``glob(...)``, which needs its config search, or another sweeper): those are left to
+    Hydra's own check."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    overrides = OverridesParser.create().parse_overrides(words)  # a parse error: worded by precheck
+    if any(o.get_key_element().startswith("hydra/sweeper") for o in overrides):
+        return None
+    try:
+        (jobs,) = BasicSweeper.split_arguments(overrides, max_batch_size=None)
+    except (HydraException, ValueError, TypeError, AssertionError):  # glob(...): Hydra's to expand
+        return None
+    return jobs
 
 
 def compose_config(argv: list[str]) -> DictConfig:
@@ -112,7 +137,10 @@ def run(cfg: DictConfig) -> float:
             raise
         import traceback
 
-        traceback.print_exc()
+        from vitpos.run import signals
+
+        if signals.stopping() is None:  # after a stop the error is the stop's doing: record_failure stops
+            traceback.print_exc()
         print(sweep.record_failure(hydra_cfg.runtime.output_dir, err), file=sys.stderr)
         return float("nan")
     if in_sweep:

@@ -5,12 +5,24 @@
 #   bash scripts/gpu_sweep.sh seed=1           # any override goes to train.py (trainer.max_epochs=200, ...)
 # Writes runs/compare_cifar_gpu/ (or under run.root=...): the runs, and the report in report/. Rerunning it
 # skips finished runs and resumes interrupted ones. Exit status: train.py's (1 when a job failed).
+# Without a CUDA GPU it refuses (exit 2) and names the CPU comparison, unless trainer.accelerator=cpu is given:
+# then it runs on the CPU as asked (tests/test_gpu_sweep.py does, at a tiny size).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=runs
+on_cpu=false
 for arg in "$@"; do
-  case "$arg" in run.root=*) root="${arg#run.root=}" ;; esac
+  case "$arg" in
+    run.root=*) root="${arg#run.root=}" ;;
+    trainer.accelerator=cpu | +trainer.accelerator=cpu | ++trainer.accelerator=cpu) on_cpu=true ;;
+  esac
 done
+if [ "$on_cpu" = false ] && ! python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  echo "error: trainer.accelerator: no CUDA GPU on this machine; scripts/gpu_sweep.sh trains 10 jobs side by side" \
+    "on one GPU (on a CPU, the CPU comparison: python train.py -m experiment=compare_cifar_full; or" \
+    "trainer.accelerator=cpu to run this sweep on the CPU anyway)" >&2
+  exit 2
+fi
 start=$(date +%s)
 python train.py -m experiment=compare_cifar_gpu "$@"
 status=$?

@@ -25,6 +25,13 @@ from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.models import VisionTransformer
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# an image run of a few seconds on generated data, quiet: the fault and reliability tests add their epochs
+TINY_SHAPES_RUN = [
+    "data=shapes", "data.num_train=192", "data.val_size=64", "data.num_test=64", "data.batch_size=32",
+    "data.eval_batch_size=64", "model=vit_micro", "eval.resolutions=[]", "task.pictures=false",
+    "trainer.enable_progress_bar=false",
+]  # fmt: skip
 CONFIGS = ROOT / "configs"
 
 

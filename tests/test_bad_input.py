@@ -86,6 +86,17 @@ TRAIN_CASES = [
     ("native-size-shapes", ["data.native_size=32"], "data.native_size"),
     ("run-model-escapes", ["run.model=../../../y"], "run.model"),
     ("threads-bad", ["threads=-3"], "threads"),
+    # found by the config fuzzer (tests/test_config_fuzz.py): each was a traceback
+    ("task-name", ["task.name=abc"], "task.name: unknown task 'abc'"),
+    ("task-name-other-task", ["task.name=sequence"], "data.task: missing, and the sequence task needs it"),
+    ("model-of-other-task", ["model=seq_small"], "model.patch_size: missing, and the image task needs it"),
+    ("data-of-other-task", [*SEQ, "data=shapes"], "data.task: missing, and the sequence task needs it"),
+    ("option-deleted", ["~model.patch_size"], "model.patch_size: missing"),
+    ("section-deleted", ["~data"], "run.group: cannot resolve its value"),
+    ("interpolation-missing", ["data.batch_size=${data.nosuch}"], "data.batch_size: cannot resolve"),
+    ("interpolation-env", ["data.batch_size=${oc.env:VITPOS_NO_SUCH_VARIABLE}"], "data.batch_size: cannot resolve"),
+    ("group-null", ["optim=null"], "optim: a config group cannot be set to null"),
+    ("group-null-default", ["ablation=null"], "leave ablation= out for its default"),
 ]
 
 
@@ -99,8 +110,8 @@ def first_error(args: list[str]) -> str | None:
     ``train.py`` words it, else the config check's."""
     try:
         cfg = train_py().compose_config(args)
-    except HydraException as err:
-        return str(override_error(err, CONFIGS))
+    except (HydraException, ValueError) as err:  # as train.py's precheck: ValueError for group=null
+        return str(override_error(err, CONFIGS, args))
     try:
         validate(cfg)
     except InputError as err:
@@ -353,9 +364,8 @@ def small_imagefolder(root: Path, per_class: int) -> Path:
         ([], "data.val_size: 5000 leaves no training images"),
         (["data.val_size=10", "data.train_subset=1000"], "data.train_subset: 1000 is more than the 20 training"),
         (["data.val_size=10", "data.test_subset=1000"], "data.test_subset: 1000 is more than the 30 test"),
-        (["data.val_size=10", "eval.test_subset=31"], "eval.test_subset: 31 is more than the 30 test"),
     ],
-    ids=["val-size", "train-subset", "test-subset", "eval-test-subset"],
+    ids=["val-size", "train-subset", "test-subset"],
 )
 def test_sizes_the_data_cannot_give(tmp_path, args, needle):
     data = small_imagefolder(tmp_path / "data", per_class=3)
@@ -365,8 +375,54 @@ def test_sizes_the_data_cannot_give(tmp_path, args, needle):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
 
 
+def test_eval_test_subset_is_at_most_so_a_small_test_set_is_evaluated_whole(tmp_path):
+    """``eval.test_subset`` (default 1000) caps the images other sizes are scored on; a test set of
+    30 images passes the check (and limit_extrapolation keeps all of them) instead of being refused."""
+    data = small_imagefolder(tmp_path / "data", per_class=3)
+    base = ["data.format=imagefolder", f"data.root={data}", "data.val_size=10"]
+    assert first_error(["model=vit_micro", *base, "eval.test_subset=31"]) is None
+    assert first_error(["model=vit_micro", *base]) is None  # the default, 1000 > 30
+
+
 @pytest.mark.parametrize("tool", ["vitpos.viz", "vitpos.extrapolate"])
 def test_tools_on_a_file_that_is_not_a_checkpoint(tmp_path, tool):
     (tmp_path / "notes.txt").write_text("my notes\n")
     assert_user_error(run_command(tool, "ckpt=notes.txt", cwd=tmp_path), "notes.txt: not a checkpoint")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+# ------------------------------------------------------------------ issue 37, cases 5 and 6: the rule that is broken
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["data.img_size=0"], "data.img_size: 0 is not a size: give a positive side"),
+        (["data.train_sizes=[0,16]"], "data.train_sizes[0]: 0 is not a size: give a positive side"),
+        (["eval.resolutions=[0]"], "eval.resolutions[0]: 0 is not a size: give a positive side"),
+        (["data=shapes", "data.img_size=0"], "data.img_size: 0 is not a size: give a positive side"),
+        (["data.img_size=[0,16]"], "data.img_size: [0, 16] is not a size: give a positive side"),
+    ],
+    ids=["img-size", "train-sizes", "resolutions", "shapes-img-size", "pair"],
+)
+def test_a_zero_size_is_refused_as_not_positive(tmp_path, args, needle):
+    """0 is a multiple of every patch size: the rule it breaks is that a size is positive (vitpos/sizes.py)."""
+    ran = run_command("train.py", *args, cwd=tmp_path)  # the user's command, as typed: run.root=runs in tmp_path
+    assert_user_error(ran, needle)
+    assert "multiple" not in ran.err, ran.err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("base", [[], ["data=shapes"]], ids=["cifar10", "shapes"])
+def test_a_negative_val_size_is_refused_by_its_own_rule(tmp_path, base):
+    """-5 breaks "an integer >= 0" (vitpos/checks/options.py), not "fewer than the training images",
+    whose fix (data.val_size < 20000) -5 already meets."""
+    ran = run_command("train.py", *base, "data.val_size=-5", cwd=tmp_path)
+    assert_user_error(ran, "data.val_size: must be an integer >= 0, got -5 (e.g. data.val_size=5000)")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_val_size_too_large_says_the_whole_range():
+    from vitpos.data.options import Counts, check_split
+
+    message = r"data.val_size: 20000 leaves no training images .*\(use 0 <= data.val_size < 20000\)"
+    with pytest.raises(InputError, match=message):
+        check_split({"name": "shapes", "val_size": 20000}, Counts(20000, 4000, "data.num_train", "data.num_test"))

@@ -33,7 +33,7 @@ def test_train_help_lists_encodings_by_kind(tmp_path):
     assert list(tmp_path.iterdir()) == []  # --help writes nothing (no outputs/)
 
 
-TOOLS = ["vitpos.compare", "vitpos.extrapolate", "vitpos.viz", "bench.run"]
+TOOLS = ["vitpos.compare", "vitpos.extrapolate", "vitpos.viz", "vitpos.export", "bench.run"]
 
 
 @pytest.mark.parametrize("tool", TOOLS)
@@ -69,11 +69,13 @@ def test_the_same_bad_override_gives_the_same_error_everywhere(tool, tmp_path):
 def test_every_tool_suggests_the_close_key():
     from bench.run import main as bench
     from vitpos.compare import main as compare
+    from vitpos.export.cli import main as export
     from vitpos.extrapolate.checkpoints import main as extrapolate
     from vitpos.viz.__main__ import main as viz
 
     for main, typo, close in [(compare, "ot=x", "out"), (extrapolate, "resolution=[32]", "resolutions"),
-                              (viz, "n_image=2", "n_images"), (bench, "quik=true", "quick")]:  # fmt: skip
+                              (viz, "n_image=2", "n_images"), (export, "formt=onnx", "format"),
+                              (bench, "quik=true", "quick")]:  # fmt: skip
         with pytest.raises(UserError, match=f"unknown option \\(did you mean {close}\\? valid: "):
             main([typo])
 

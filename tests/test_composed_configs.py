@@ -25,6 +25,7 @@ FULL_COMPARISONS = (
     "compare_cifar_gpu",
     "extrapolation_native",
     "extrapolation_multires",
+    "extrapolation_aspect",
 )
 # finished experiments that keep the list they ran with (each file says why)
 HISTORIC = ("compare_cifar_full_13ep", "compare_cifar_quick")

@@ -1,7 +1,8 @@
 """The GPU comparison on a CPU at a tiny size: ``bash scripts/gpu_sweep.sh`` runs
 ``experiment=compare_cifar_gpu`` (joblib jobs side by side, data kept on the training device) and
 writes the report, through the same code a GPU run takes; only the device, precision, compile
-and sizes are overridden."""
+and sizes are overridden. Without a GPU and without that explicit ``trainer.accelerator=cpu``, the
+script refuses before it starts anything."""
 
 import json
 import os
@@ -12,8 +13,6 @@ from conftest import ROOT, require_cifar
 
 from vitpos.data.images import ImageDataModule
 
-pytestmark = pytest.mark.slow
-
 TINY = [
     "trainer.accelerator=cpu", "trainer.precision=32-true", "model.compile=false",  # what a CPU cannot do as on a GPU
     "model.dim=32", "model.depth=2", "model.num_heads=2", "encoding=none,rope_2d", "hydra.launcher.n_jobs=2",
@@ -23,6 +22,7 @@ TINY = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_gpu_sweep_script_runs_every_job_and_writes_the_report(tmp_path):
     cifar = require_cifar()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -45,6 +45,21 @@ def test_gpu_sweep_script_runs_every_job_and_writes_the_report(tmp_path):
     assert "GPU available" not in out and "run folder:" not in out and "next:" not in out, out[-3000:]
 
 
+def test_gpu_sweep_without_a_gpu_refuses_and_names_the_cpu_command(tmp_path):
+    """A real process (the script is bash): CUDA hidden, as on a machine without a GPU; nothing may start."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
+    script = str(ROOT / "scripts" / "gpu_sweep.sh")
+    proc = subprocess.run(
+        ["bash", script, f"run.root={tmp_path}"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert proc.returncode == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("error: trainer.accelerator: no CUDA GPU"), lines
+    assert "python train.py -m experiment=compare_cifar_full" in lines[0] and "trainer.accelerator=cpu" in lines[0]
+    assert list(tmp_path.iterdir()) == []  # no run, no multirun/ folder, no report
+
+
+@pytest.mark.slow
 def test_data_on_device_moves_every_split(tmp_path):
     """data.on_device: setup() keeps train, val and test on the trainer's root device (here the CPU,
     the only device a test can count on), and a batch comes out of the loader there."""

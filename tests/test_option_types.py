@@ -58,8 +58,25 @@ NUMBERS = [option for option, spec in OPTIONS.items() if isinstance(spec, Number
 
 @pytest.mark.parametrize("option", NUMBERS)
 def test_no_number_option_takes_a_boolean(option):
-    message = refusal(*TASK[OPTIONS[option].task], f"++{option}=true")
-    assert message.startswith(f"{option}: expected a number, got True ("), message
+    spec = OPTIONS[option]
+    message = refusal(*TASK[spec.task], f"++{option}={'[true]' if spec.items else 'true'}")
+    name = f"{option}[0]" if spec.items else option
+    assert message.startswith(f"{name}: expected a number, got True ("), message
+
+
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("model.mlp_ratio", "abc", "model.mlp_ratio: expected a number, got 'abc' (e.g. model.mlp_ratio=2.0)"),
+        ("seed", "abc", "seed: must be an integer >= 0 and <= 4294967295, got 'abc' (e.g. seed=0)"),
+        ("optim.betas", "[0.9,x]", "optim.betas[1]: expected a number, got 'x' (e.g. optim.betas=[0.9,0.999])"),
+        ("data.augment_magnitude", "31", "data.augment_magnitude: must be an integer >= 0 and <= 30, got 31"),
+        ("trainer.gradient_clip_val", "-1", "trainer.gradient_clip_val: must be a finite number >= 0, got -1"),
+    ],
+)
+def test_text_in_a_number_option_is_refused_before_training(option, value, message):
+    """Options the config fuzzer found unchecked (tests/test_config_fuzz.py): text there failed in training."""
+    assert refusal(*SHAPES, f"{option}={value}").startswith(message)
 
 
 def test_the_table_names_options_the_configs_have():

@@ -41,6 +41,15 @@ Every command runs in a real shell, as the reader runs it (``bash -c``), with ``
 PATH being this interpreter; the ``--help`` texts whose examples are replayed are read in process
 (each tool's ``main(["--help"])``). ``VITPOS_REPLAY_TIMES=FILE`` writes each replayed step's
 wall seconds to FILE (JSON, slowest first): where the replay's minutes go.
+
+Commands must not depend on the machine: a run folder's hash includes the resolved precision
+(``trainer.precision=auto``: bf16-mixed on a CPU with native bf16, 32-true elsewhere), so a command
+that names a hash works on one kind of machine only. ``test_commands_name_no_run_hash`` refuses a
+literal hash (and a literal ``out=...``) in any command; ``VITPOS_REPLAY_PRECISION=other`` (or
+``32-true``, ``bf16-mixed``) replays every training with that precision instead, as the other kind
+of machine would run it; and ``test_run_commands_work_with_the_other_precision`` always does so
+for the README's first run and every command that reads it (``ckpt=runs/shapes/...``), with the
+commands that run prints after ``next:``, each run as written.
 """
 
 from __future__ import annotations
@@ -55,7 +64,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, cifar_root, run_command
+from conftest import ROOT, cifar_root, compose_train, run_command
+
+from vitpos.run.identity import config_hash
+from vitpos.runtime import resolve_precision
 
 README = ROOT / "README.md"
 # The pages replayed, in this order: README first, then the docs in the order a reader follows
@@ -70,6 +82,7 @@ PAGES = (
     "docs/compare.md",
     "docs/export.md",  # exports the sincos_2d run of the README
     "docs/performance.md",
+    "docs/cluster.md",
     "docs/reliability.md",
     "docs/architecture.md",
 )
@@ -105,6 +118,17 @@ SKIP = {
         "torch.compile of every encoding (minutes); `python -m bench.run step rope` is replayed at quick=true"
     ),
     "python scripts/rebuild_reports.py": "rewrites the committed reports in docs/ (tracked files), by design",
+    "python train.py -m experiment=compare_cifar_full seed=0,1,2 trainer=gpu hydra/launcher=submitit_slurm": (
+        "submits GPU jobs to a SLURM cluster; the submitit_local dry run of docs/cluster.md is replayed"
+    ),
+    "python train.py -m experiment=compare_cifar_full encoding=rope_2d seed=0 trainer=ddp": (
+        "two SLURM nodes of 4 GPUs each; tests/test_ddp_torchrun.py runs the DDP path on CPU processes"
+    ),
+    "srun": "inside a SLURM allocation of GPU nodes",
+    "torchrun --nnodes=2": "two GPU nodes; tests/test_ddp_torchrun.py runs the DDP path on CPU processes",
+    "OMP_NUM_THREADS=1 torchrun --standalone": (
+        "two CPU processes with gloo on the whole shapes set; tests/test_ddp_torchrun.py runs it at a smaller size"
+    ),
     "python train.py encoding=rope_2d": (
         "downloads the official CIFAR-10 release (170 MB, needs network) and trains the full recipe; "
         "the ImageFolder commands replayed here run the same code on the local copy"
@@ -116,7 +140,13 @@ SKIP = {
 RUNNERS = {
     "bash ../shared/datasets/unpack-cifar10.sh": [],  # returns at once: data/cifar10/.complete exists
     "python train.py": [*TRAIN_SMOKE, "eval.resolutions=[24]"],
-    "python train.py data=shapes": [*TRAIN_SMOKE, "data.num_test=256", "data.val_size=128", "eval.resolutions=[24]"],
+    "python train.py data=shapes": [
+        *TRAIN_SMOKE,
+        "data.num_test=256",
+        "data.val_size=128",
+        "eval.resolutions=[24]",
+        "eval.test_subset=128",  # half of the 256 test images: the subset path, as the default takes it
+    ],
     # the non-square sizes example: its own eval.resolutions are the point, so they stay
     "python train.py data=shapes model=vit_micro": [*TRAIN_SMOKE, "data.num_test=256", "data.val_size=128"],
     "python train.py data.format=imagefolder": [*TRAIN_SMOKE, "data.test_subset=500", "eval.resolutions=[24,32]"],
@@ -153,6 +183,13 @@ RUNNERS = {
         "data.test_subset=300",
         "eval.test_subset=100",
         "eval.resolutions=[16,32,48]",
+    ],
+    "python train.py -m experiment=extrapolation_aspect": [
+        *TRAIN_SMOKE,
+        "encoding=none,rope_2d",
+        "seed=0",
+        "data.test_subset=300",
+        "eval.test_subset=100",
     ],
     "python train.py -m experiment=extrapolation_multires": [
         *TRAIN_SMOKE,
@@ -466,6 +503,55 @@ def test_readme_run_paths_follow_the_smoke_hash(tmp_path):
     assert with_smoke_hashes(other_seed, tmp_path) == other_seed  # no such run: left for the command to fail
 
 
+def other_precision() -> str:
+    """The precision ``trainer.precision=auto`` gives on the other kind of CPU than this one."""
+    return "32-true" if resolve_precision("auto", "cpu") == "bf16-mixed" else "bf16-mixed"
+
+
+def forced_precision() -> str | None:
+    """``VITPOS_REPLAY_PRECISION``: ``other`` (:func:`other_precision`), a precision such as
+    ``32-true``, or unset (each training resolves ``auto`` as on this machine)."""
+    value = os.environ.get("VITPOS_REPLAY_PRECISION") or None
+    return other_precision() if value == "other" else value
+
+
+def with_precision(command: str, precision: str | None) -> str:
+    """``command`` with ``trainer.precision=precision`` when it is a training (``python train.py``)."""
+    is_training = shlex.split(command)[:2] == ["python", "train.py"]
+    return with_overrides(command, [f"trainer.precision={precision}"]) if precision and is_training else command
+
+
+def test_with_precision_touches_trainings_only():
+    assert (
+        with_precision("python train.py data=shapes", "32-true")
+        == "python train.py data=shapes trainer.precision=32-true"
+    )
+    assert with_precision("python train.py trainer.precision=bf16-mixed", "32-true") == (
+        "python train.py trainer.precision=32-true"
+    )
+    assert with_precision("python -m vitpos.viz ckpt=runs/x", "32-true") == "python -m vitpos.viz ckpt=runs/x"
+    assert with_precision("python train.py data=shapes", None) == "python train.py data=shapes"
+    assert {other_precision(), resolve_precision("auto", "cpu")} == {"32-true", "bf16-mixed"}
+
+
+# a literal run hash in a path (runs/<group>/<model>/<label>-<hash>/...): it holds the resolved precision
+LITERAL_HASH = re.compile(r"runs/\S*-[0-9a-f]{6}(?=/|\s|$)")
+
+
+def test_commands_name_no_run_hash():
+    """No command of the pages or of a tool's --help names a run hash (it differs between machine
+    kinds: use the ``-*`` pattern the tools expand, or the run folder), and no command or printed
+    line in any block ends in a literal ``out=...`` that a reader would copy."""
+    bad = [f"{page}: {code}" for page, kind, code in all_steps() if kind == "bash" and LITERAL_HASH.search(code)]
+    assert not bad, "commands that name a run hash (machine-dependent; use sincos_2d-*):\n  " + "\n  ".join(bad)
+    for page in PAGES:
+        for block in re.findall(r"^```[^\n]*\n(.*?)^```", (ROOT / page).read_text(), flags=re.M | re.S):
+            dots = [line for line in block.splitlines() if re.search(r"\bout=\.\.\.", line)]
+            assert not dots, f"{page}: lines ending in a literal out=...: {dots}"
+    assert LITERAL_HASH.search("python -m vitpos.viz ckpt=runs/shapes/vit_cpu/sincos_2d-3fb1a4/seed0")
+    assert not LITERAL_HASH.search("python -m vitpos.viz ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0")
+
+
 def replay_dir(tmp_path: Path, cifar: Path) -> Path:
     """A working directory shaped like a clone after the README's data step."""
     (tmp_path / "shared").symlink_to(ROOT.parent / "shared")
@@ -500,7 +586,7 @@ def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
                 continue
             if code.startswith("bash ../shared/") and not (ROOT.parent / "shared").is_dir():
                 continue  # the workplace's shared folder is not beside this clone; data comes from VITPOS_CIFAR_ROOT
-            full = with_overrides(with_smoke_hashes(code, work), extra)
+            full = with_precision(with_overrides(with_smoke_hashes(code, work), extra), forced_precision())
             if full in replayed:  # a command a page repeats in a later section: it ran above, unchanged
                 continue
             replayed.add(full)
@@ -521,3 +607,76 @@ def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
         failures.append(f"folders the README did not ask for, left in the working directory: {leftovers}")
     assert ran, "no README command was replayed"
     assert not failures, f"{len(failures)} problem(s) replaying the README and docs:\n\n" + "\n\n".join(failures)
+
+
+#: the RUNNERS key of the README's first run (``python train.py data=shapes trainer.max_epochs=1``)
+FIRST_RUN = "python train.py data=shapes"
+
+
+def first_run_and_readers() -> list[tuple[str, str, list[str]]]:
+    """(page, command, smoke overrides) of the README's first run and of every command of the
+    pages and the --help examples that reads what it makes (``runs/shapes``), in order, each once:
+    a command that differs from an earlier one only in its ``out=`` or the order of its words
+    (a --help example of a page's command) is left out."""
+    chosen, seen = [], set()
+    for page, kind, code in all_steps():
+        how = classify(code) if kind == "bash" else None
+        if how is None or how[0] != "run":
+            continue
+        key = tuple(sorted(w for w in shlex.split(with_overrides(code, how[1])) if not w.startswith("out=")))
+        if key not in seen and (_longest_prefix(code, RUNNERS) == FIRST_RUN or "runs/shapes" in code):
+            seen.add(key)
+            chosen.append((page, code, how[1]))
+    return chosen
+
+
+def printed_next(out: str) -> list[str]:
+    """The tool commands a training printed after ``next:`` (the TensorBoard server left out)."""
+    lines = out.split("\nnext:\n", 1)[1].splitlines() if "\nnext:\n" in out else []
+    return [line.strip() for line in lines if line.startswith("  python -m ")]
+
+
+@pytest.mark.slow
+def test_run_commands_work_with_the_other_precision(tmp_path):
+    """The README's first run trained as the other kind of machine trains it (its precision, so its
+    own run hash), then every command that reads it, as written (no hash rewritten), then the
+    commands that run printed: each exits 0 without a traceback."""
+    steps = first_run_and_readers()
+    assert steps[0][1].startswith(FIRST_RUN) and any("ckpt=" in code for _, code, _ in steps), steps
+    precision = other_precision()
+    work = tmp_path / "repo"
+    (work / "data").mkdir(parents=True)
+    for name in LINKED:
+        (work / name).symlink_to(ROOT / name)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    failures, nexts = [], []
+    for i, (page, code, extra) in enumerate(steps):
+        full = with_precision(with_overrides(code, extra), precision)
+        proc = subprocess.run(
+            ["bash", "-c", full], cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
+        out = proc.stdout + proc.stderr
+        (tmp_path / f"{i:03d}.log").write_text(f"$ {full}\n{out}")
+        if proc.returncode != 0 or "Traceback" in out:
+            failures.append(f"{page}:\n$ {full}\nexit {proc.returncode}\n{out[-3000:]}")
+        if i == 0:  # the first run: its folder carries this precision's hash, not this machine's own
+            words = shlex.split(full)[2:]
+            folder = re.search(r"^run folder: (\S+)$", out, flags=re.M)
+            assert folder, out[-3000:]
+            native = [w for w in words if not w.startswith("trainer.precision=")]
+            forced, own = config_hash(compose_train(*words)), config_hash(compose_train(*native))
+            assert Path(folder[1]).parent.name == f"sincos_2d-{forced}" and forced != own, (folder[1], own)
+            nexts = printed_next(out)
+    assert len(nexts) >= 3, f"the first run printed no next: commands ({nexts})"
+    for j, command in enumerate(nexts):
+        assert "..." not in command, command
+        proc = subprocess.run(
+            ["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
+        out = proc.stdout + proc.stderr
+        (tmp_path / f"next{j}.log").write_text(f"$ {command}\n{out}")
+        if proc.returncode != 0 or "Traceback" in out:
+            failures.append(f"printed after next:\n$ {command}\nexit {proc.returncode}\n{out[-3000:]}")
+    assert not failures, f"{len(failures)} command(s) failed at trainer.precision={precision}:\n\n" + "\n\n".join(
+        failures
+    )

@@ -15,10 +15,12 @@ from omegaconf import OmegaConf
 from vitpos.encodings import create_encoding, list_encodings
 from vitpos.errors import UserError
 from vitpos.integrations.timm import EncodedVisionTransformer, apply_encoding
+from vitpos.integrations.timm_weights import create_vit
 from vitpos.tasks.build import from_checkpoint
 from vitpos.train import train
 
 SMALL = dict(img_size=32, patch_size=4, depth=2, embed_dim=64, num_heads=4, num_classes=10)  # an 8x8 grid
+KWARGS = ("patch_size", "depth", "embed_dim", "num_heads")  # SMALL as model.kwargs (vitpos sets the rest)
 
 
 def timm_vit(**kw) -> torch.nn.Module:
@@ -66,6 +68,24 @@ def test_learned_1d_takes_the_table_over_and_the_logits_stay(kw):
     with torch.no_grad():
         after = model(images)
     torch.testing.assert_close(after, before, atol=1e-5, rtol=0)
+
+
+def test_attention_maps_are_the_softmax_timm_computed():
+    """``attention_maps`` (what vitpos.viz draws) of a model converted to ``learned_1d``: every block's
+    attention equals the one timm's own Attention computes explicitly (``fused_attn=False``: the
+    softmax goes through ``attn_drop``, where a hook reads it) before the conversion."""
+    model = timm_vit(reg_tokens=1)
+    timm_maps = []
+    for blk in model.blocks:
+        blk.attn.fused_attn = False
+        blk.attn.attn_drop.register_forward_hook(lambda module, args, out: timm_maps.append(out.detach()))
+    images = torch.randn(2, 3, 32, 32)  # the 8x8 grid of the table, after a class and a register token
+    with torch.no_grad():
+        model(images)
+        maps = apply_encoding(model, "learned_1d").eval().attention_maps(images)
+    assert len(maps) == len(timm_maps) == 2 and maps[0].shape == (2, 4, 2 + 64, 2 + 64)
+    for ours, theirs in zip(maps, timm_maps):
+        torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
 
 
 def test_factorized_tables_keep_a_factorized_pos_embed_exactly():
@@ -133,6 +153,24 @@ def test_models_and_options_that_cannot_work_are_refused_untouched():
         apply_encoding(model, "rope_2d")
 
 
+def test_create_vit_reads_data_img_size_by_the_one_rule_of_sizes(monkeypatch):
+    """``data.img_size`` as the task passes it (Hydra's ListConfig for ``[16,32]``) reaches timm as a
+    plain ``(h, w)``; a side as ``(s, s)``; a malformed one is refused naming ``data.img_size``, not
+    blamed on ``model.kwargs`` by timm's error."""
+    seen = []
+    create = timm.create_model
+    monkeypatch.setattr(timm, "create_model", lambda *a, **kw: seen.append(kw.get("img_size")) or create(*a, **kw))
+    model_cfg = OmegaConf.create({"name": "vit_tiny_patch16_224", "kwargs": {k: SMALL[k] for k in KWARGS}})
+    data = OmegaConf.create({"img_size": [16, 32], "side": 24, "bad": [16]})
+    model = create_vit(model_cfg, 10, data.img_size)
+    assert seen[-1] == (16, 32) and type(seen[-1]) is tuple  # not the ListConfig itself
+    assert tuple(model.patch_embed.grid_size) == (4, 8) and model.pos_embed.shape == (1, 1 + 32, 64)
+    create_vit(model_cfg, 10, data.side)
+    assert seen[-1] == (24, 24)
+    with pytest.raises(UserError, match=r"^data.img_size: \[16\] is not a size"):
+        create_vit(model_cfg, 10, data.bad)
+
+
 # ------------------------------------------------------------------------------- train.py model=timm
 RUN = [
     "data=shapes", "data.num_train=512", "data.val_size=128", "data.num_test=128", "data.batch_size=64",
@@ -165,6 +203,8 @@ def test_train_py_fine_tunes_a_timm_state_dict_and_lists_what_it_skips(tmp_path)
     module, _, cfg = from_checkpoint(last)
     assert cfg["model"]["geometry"]["patch_size"] == 16
     assert module.encoding.name == "rope_2d_mixed" and module(torch.zeros(1, 3, 32, 48)).shape == (1, 4)
+    viz = run_command("vitpos.viz", f"ckpt={last}", f"out={tmp_path / 'viz'}", "n_images=2", cwd=tmp_path)
+    assert viz.code == 0 and (tmp_path / "viz" / "attn_maps.png").is_file(), viz.out + viz.err  # the next: command
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """The tools never run code from a checkpoint: a crafted pickle is
-refused by ``extrapolate``, ``viz`` and ``compare``, in process and on the command line."""
+refused by ``extrapolate``, ``viz``, ``export`` and ``compare``, in process and on the command line."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ckpt_factory import IMAGE, make_checkpoint, make_evil_checkpoint
 from conftest import ROOT
 
 from vitpos.compare import compare
+from vitpos.export.cli import main as export_main
 from vitpos.extrapolate.checkpoints import main as extrapolate_main
 from vitpos.run.checkpoint import CheckpointError, load_checkpoint
 from vitpos.viz.__main__ import main as viz_main
@@ -60,6 +61,14 @@ def test_viz_refuses_it(evil, tmp_path):
     assert not marker.exists() and not (tmp_path / "viz").exists()
 
 
+def test_export_refuses_it_and_writes_nothing(evil, tmp_path):
+    ckpt, marker = evil
+    out = tmp_path / "export" / "model.onnx"
+    with pytest.raises(CheckpointError, match="refused"):
+        export_main([f"ckpt={ckpt}", f"out={out}"])
+    assert not marker.exists() and not out.exists()
+
+
 def test_compare_never_unpickles_checkpoints(evil, tmp_path):
     ckpt, marker = evil
     (ckpt.parent / "best-epoch000.ckpt").write_bytes(ckpt.read_bytes())
@@ -68,14 +77,16 @@ def test_compare_never_unpickles_checkpoints(evil, tmp_path):
     assert list(result.runs["status"]) == ["failed"]  # listed (no scalars), not dropped
 
 
-@pytest.mark.parametrize("tool", ["vitpos.extrapolate", "vitpos.viz"])
-def test_command_line_refuses_it_in_one_line(evil, tmp_path, tool):
+@pytest.mark.parametrize("tool, out", [("vitpos.extrapolate", "out"), ("vitpos.viz", "out"),
+                                       ("vitpos.export", "out.onnx")])  # fmt: skip
+def test_command_line_refuses_it_in_one_line(evil, tmp_path, tool, out):
     ckpt, marker = evil
     pattern = f"{tmp_path}/runs/shapes/ev*/seed0/checkpoints/last.ckpt"  # bash leaves it alone inside key=value
-    result = subprocess.run([sys.executable, "-m", tool, f"ckpt={pattern}", f"out={tmp_path / 'out'}"],
+    result = subprocess.run([sys.executable, "-m", tool, f"ckpt={pattern}", f"out={tmp_path / out}"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode != 0 and not marker.exists()
     assert "refused" in result.stderr and "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / out).exists()
 
 
 def test_truncated_and_foreign_files_name_the_file(tmp_path):

@@ -260,3 +260,23 @@ def test_sincos_similarity_picture_uses_the_whole_colour_range():
     ends = np.array(matplotlib.colormaps["viridis"]([0.0, 1.0])[:, :3] * 255)
     for colour in ends:  # both ends of the colour map appear: the scale spans the data
         assert (np.abs(img.astype(float) - colour).sum(1) < 12).any()
+
+
+def test_cli_on_a_timm_run_draws_it_as_a_vitpos_vit(tmp_path):
+    """A ``model=timm`` run (a timm ViT converted by apply_encoding; blocks at ``model.blocks``, the
+    patch a pair at ``model.patch_embed``), trained at a non-square size: every picture, on its grid."""
+    from ckpt_factory import make_checkpoint
+    from conftest import run_command
+
+    small = "model.kwargs={patch_size:4,depth:2,embed_dim:32,num_heads:2}"
+    timm_run = ["model=timm", "model.name=vit_tiny_patch16_224", small, "encoding=rope_2d_mixed", "data=shapes",
+                "data.img_size=[16,32]", "data.num_test=32"]  # fmt: skip
+    ckpt = make_checkpoint(tmp_path / "run", *timm_run)
+    ran = run_command("vitpos.viz", f"ckpt={ckpt}", f"out={tmp_path / 'viz'}", "n_images=2", cwd=tmp_path)
+    assert ran.code == 0, ran.out + ran.err
+    assert "encoding rope_2d_mixed; attention drawn on 2 test images of shapes" in ran.out, ran.out
+    drawn = sorted(p.name for p in (tmp_path / "viz").iterdir())
+    assert drawn == ["attn_distance.csv", "attn_distance.png", "attn_maps.png", "pos_rope_logit.png",
+                     "pos_rope_mixed_freqs.png"]  # fmt: skip
+    rows = (tmp_path / "viz" / "attn_distance.csv").read_text().splitlines()
+    assert rows[0] == "block,head0,head1" and len(rows) == 3, rows  # 2 blocks, 2 heads

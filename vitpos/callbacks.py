@@ -1,16 +1,20 @@
 """Lightning callbacks: pictures in TensorBoard, and the run lifecycle (per-epoch
-seeding for exact resume, atomic last.ckpt every epoch, the divergence guard)."""
+seeding for exact resume, atomic last.ckpt every epoch, the divergence guard); and the
+checkpoint writer every Trainer of a run uses (:class:`AtomicCheckpointIO`)."""
 
 from __future__ import annotations
 
+import io
 import math
 import time
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import Checkpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from vitpos.errors import DivergenceError
-from vitpos.files import atomic_path
+from vitpos.files import atomic_path, atomic_write_bytes
 
 
 class PicturesCallback(L.Callback):
@@ -82,10 +86,34 @@ class EpochSeed(L.Callback):
                 obj.set_epoch(epoch)
 
 
-class LastCheckpoint(L.Callback):
-    """Writes ``last.ckpt`` at the end of every training epoch (after
-    validation, so it holds the best-checkpoint bookkeeping too), atomically:
-    to ``last.ckpt.tmp``, then renamed, so a kill never leaves a torn file.
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, writing every checkpoint (best and ``last.ckpt``) beside its
+    destination and renaming it into place (:func:`vitpos.files.atomic_write_bytes`).
+
+    Lightning's own writer stages the file in the system temporary folder and then moves it,
+    which on another file system is a copy: a full run folder then gets a torn checkpoint, and a
+    full ``/tmp`` fails a run whose folder has room. Here a write that fails part-way (no space,
+    ``ulimit -f``, a read-only folder) leaves the previous checkpoint as it was and raises one
+    :class:`vitpos.files.WriteError` naming the checkpoint. The bytes are serialized in memory
+    first, as Lightning does, so a disk error arrives as an ``OSError`` with its errno."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        atomic_write_bytes(path, buffer.getbuffer())
+
+
+class LastCheckpoint(Checkpoint):
+    """Writes ``last.ckpt`` at the end of every training epoch, atomically
+    (:class:`AtomicCheckpointIO`; else to ``last.ckpt.tmp``, then renamed), so a kill or a
+    full disk never leaves a torn file.
+
+    After the best-by-``val/acc`` checkpoint has decided on this epoch: ModelCheckpoint decides in
+    its own ``on_train_epoch_end``, and Lightning calls that hook of checkpoint callbacks (a
+    :class:`~lightning.pytorch.callbacks.Checkpoint`, as this one is) after every other callback's,
+    in the order they were given (train.py gives ModelCheckpoint first). A plain callback would
+    save the best bookkeeping of the epoch before, and a run resumed from it would take its next
+    epoch for the best even when it is not (its test score then differs from an uninterrupted run's).
 
     On SIGINT/SIGTERM nothing is written over it: ``last.ckpt`` stays the end
     of the last finished epoch, the point from which a rerun continues exactly
@@ -101,9 +129,12 @@ class LastCheckpoint(L.Callback):
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run:
             return
+        if isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO):  # atomic by itself (train.py's)
+            trainer.save_checkpoint(self.path, weights_only=False)  # the full state
+            return
         # every rank names the same file (save_checkpoint is collective: rank 0 writes, rank 0 renames)
         with atomic_path(self.path, unique=False, commit=trainer.is_global_zero) as tmp:
-            trainer.save_checkpoint(tmp, weights_only=False)  # the full state
+            trainer.save_checkpoint(tmp, weights_only=False)
 
     def on_exception(self, trainer: L.Trainer, module: L.LightningModule, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # SIGINT; SIGTERM (Lightning's SIGTERMException)

@@ -22,14 +22,22 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, Ti
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from vitpos.callbacks import DivergenceGuard, EpochLine, EpochSeed, LastCheckpoint, PicturesCallback, divergence_hint
+from vitpos.callbacks import (
+    AtomicCheckpointIO,
+    DivergenceGuard,
+    EpochLine,
+    EpochSeed,
+    LastCheckpoint,
+    PicturesCallback,
+    divergence_hint,
+)
 from vitpos.cli import progress_bar, quiet_console, quiet_side_by_side, summary_line
 from vitpos.errors import DivergenceError
-from vitpos.extrapolate import evaluate_module
+from vitpos.extrapolate import UPSAMPLED, evaluate_module, metric_name
 from vitpos.run.folder import claim
 from vitpos.run.identity import next_commands, run_dir, run_label
-from vitpos.run.resume import finished_run, resume_path
-from vitpos.run.status import write_status
+from vitpos.run.resume import check_weights_fit, finished_run, resume_path
+from vitpos.run.status import read_status, write_status
 from vitpos.runtime import resolve_runtime, sweep_jobs, trainer_precision
 from vitpos.tables import final_scores_markdown, sweep_markdown
 from vitpos.tasks import build
@@ -56,7 +64,7 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     out = run_dir(cfg)
     log.info("run folder: %s", out)
-    with claim(out, Path(cfg.run.root)):
+    with claim(out, Path(cfg.run.root)):  # also words a write the disk refused (one line: path, cause)
         return train_in(cfg, out)
 
 
@@ -66,9 +74,14 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     done = None if fast else finished_run(cfg, out)
     if done is not None:
         print(format_metrics(done, out) + "\n(finished earlier: stored metrics from metrics.json; nothing trained)")
+        note = unmeasured_note(cfg, done, out)
+        if note:
+            print(note)
         return done
     ckpt_path = None if fast else resume_path(cfg, out / "checkpoints")  # checked before anything is written
     module, datamodule = build(cfg)
+    if ckpt_path is not None:
+        check_weights_fit(module, ckpt_path)  # a size mismatch as one line, before a logger writes a file
     logger = RunLogger(
         save_dir=str(out.parent.parent),
         name=out.parent.name,
@@ -86,6 +99,7 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     # the datamodules shard evaluation over DDP ranks themselves, without the
     # padding DistributedSampler adds, so DDP metrics equal one process's exactly
     trainer_opts["use_distributed_sampler"] = False
+    trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
     if trainer_opts.get("enable_progress_bar", True):
         callbacks.append(progress_bar(f"{run_label(cfg)}/seed{cfg.seed}"))
     else:  # sweeps: one line per epoch instead of a bar
@@ -123,6 +137,15 @@ class RunLogger(TensorBoardLogger):
         if self._naming_columns:
             return
         super().log_metrics({k: v for k, v in metrics.items() if k != "epoch" and not k.startswith(FINAL)}, step)
+
+    def finalize(self, status: str) -> None:
+        """As Lightning's, but on a failed run a write the disk refuses here (flushing the event
+        file, ``hparams.yaml``) does not hide the error that stopped the run."""
+        try:
+            super().finalize(status)
+        except OSError:
+            if status == "success":
+                raise
 
     def log_hyperparams(self, params, metrics: dict | None = None) -> None:
         """As Lightning's, but ``metrics`` only name the HPARAMS columns: Lightning also logs their
@@ -215,6 +238,35 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         print(format_metrics(metrics, out))
         print(next_commands(out, str(cfg.task.name), best))
     return metrics
+
+
+def unmeasured_note(cfg: DictConfig, metrics: dict[str, float], out: Path) -> str | None:
+    """One line when the command asks for sizes (``eval.resolutions`` / ``eval.lengths``) that the
+    finished run in ``out`` never measured, with the command that measures them.
+
+    Why a line and not an evaluation here: a finished run's ``metrics.json`` is the record of what
+    its training run measured, and the evaluation options are not part of a run's identity; a
+    rerun that quietly evaluated more would make the record depend on what later commands asked.
+    ``python -m vitpos.extrapolate`` is the tool for measuring a trained checkpoint at more sizes
+    (its own CSV and table, the same memory check), and the line gives its exact command."""
+    kind = "len" if cfg.task.name == "sequence" else "res"
+    sizes = list(cfg.eval.get("lengths" if kind == "len" else "resolutions") or [])
+    missing = []
+    for size in sizes:
+        name = metric_name(kind, size, "default", "default")
+        if name not in metrics and name + UPSAMPLED not in metrics:
+            missing.append(size)
+    if not missing:
+        return None
+    status = read_status(out) or {}
+    ckpt = status.get("best_checkpoint") or out / "checkpoints" / "last.ckpt"
+    option = "lengths" if kind == "len" else "resolutions"
+    listed = ",".join(str(list(s)) if not isinstance(s, (int, str)) else str(s) for s in missing).replace(" ", "")
+    return (
+        f"note: eval.{option} asks for {', '.join(metric_name(kind, s, 'd', 'd') for s in missing)}, which this "
+        f"finished run never measured (a finished run is not evaluated again); measure it with: "
+        f"python -m vitpos.extrapolate ckpt={ckpt} {option}=[{listed}] out={out}/extrapolation"
+    )
 
 
 def natural(item: tuple[str, float]) -> list:

@@ -74,4 +74,4 @@ def check_data_counts(c: dict) -> None:
     """:func:`check_split` on the counted images, before training (nothing when they cannot be counted yet)."""
     counts = image_counts(c["data"])
     if counts is not None:
-        check_split(c["data"], counts, (c.get("eval") or {}).get("test_subset"))
+        check_split(c["data"], counts)

@@ -39,11 +39,15 @@ class Int:
     task: str | None = None  # IMAGE or SEQUENCE: checked for that task only
     fix: str | None = None  # default: e.g. <option>=<example>
     unless: str | None = None  # an option that, when set, makes this one unused (trainer.fast_dev_run)
+    maximum: int | None = None
 
     def problem(self, value) -> str | None:
-        if (value is None and self.null) or (is_integer(value) and value >= self.minimum):
+        if value is None and self.null:
             return None
-        return f"must be an integer >= {self.minimum}{' (or null)' if self.null else ''}, got {value!r}"
+        if is_integer(value) and value >= self.minimum and (self.maximum is None or value <= self.maximum):
+            return None
+        most = f" and <= {self.maximum}" if self.maximum is not None else ""
+        return f"must be an integer >= {self.minimum}{most}{' (or null)' if self.null else ''}, got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,28 @@ OPTIONS: dict[str, Int | Number] = {
     "model.patch_size": Int(4, task=IMAGE),
     "data.val_size": Int(5000, minimum=0, task=IMAGE),
     "data.crop_padding": Int(4, minimum=0, task=IMAGE),
+    # the options below were taken unchecked until the config fuzzer (tests/test_config_fuzz.py) gave them
+    # text: the run then failed in training with a traceback
+    "seed": Int(0, minimum=0, maximum=2**32 - 1),  # the range Lightning's seed_everything takes
+    "model.mlp_ratio": Number(2.0, above=True, null=False),
+    "model.drop_path": Number(0.1, below=1, null=False),
+    "model.dropout": Number(0.0, below=1, null=False),
+    "model.embed_std": Number(0.1, null=False, task=SEQUENCE),
+    "optim.betas": Number("[0.9,0.999]", below=1, null=False, items=True),
+    "optim.min_lr_ratio": Number(0.01, null=False),
+    "data.num_classes": Int(10, task=IMAGE),
+    "data.cell": Int(4, task=IMAGE),
+    "data.split_seed": Int(0, minimum=0, task=IMAGE),
+    "data.augment_magnitude": Int(9, minimum=0, maximum=30, task=IMAGE),  # RandAugment's 31 bins
+    "data.augment_ops": Int(2, minimum=0, task=IMAGE),
+    "data.offset": Int(3, minimum=0, task=SEQUENCE),
+    "data.probe_classes": Int(512, task=SEQUENCE),
+    "data.seed": Int(0, minimum=0, task=SEQUENCE),
+    "task.pictures_every_n_epochs": Int(0, minimum=0),
+    "eval.max_batches": Int(1, null=True),
+    "trainer.gradient_clip_val": Number(1.0),
+    "trainer.log_every_n_steps": Int(20),
+    "trainer.check_val_every_n_epoch": Int(1, null=True),
 }
 
 

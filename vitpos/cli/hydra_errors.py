@@ -14,19 +14,26 @@ import difflib
 import re
 from pathlib import Path
 
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
 
 from vitpos.errors import UserError
 
 MISSING_CONFIG = re.compile(r"Could not (?:find|load) '([\w/]+)/([^']+)'")
+NULL_GROUP = "Config group override must be a string or a list"  # optim=null: Hydra's ValueError
 BAD_KEY = (re.compile(r"Could not (?:override|append to) '([^']+)'"), re.compile(r"full_key: (\S+)"))
 
 
-def override_error(err: Exception, configs: Path) -> UserError:
+def override_error(err: Exception, configs: Path, words: list[str] = ()) -> UserError:
     """Hydra's composition error ``err`` as one :class:`UserError`: an unknown group option
     lists the group's configs (``configs/<group>/*.yaml``; encodings: the registry, image and
-    sequence), an unknown key suggests the closest key of its section (:func:`known_keys`)."""
+    sequence), an unknown key suggests the closest key of its section (:func:`known_keys`), a
+    group set to null (Hydra's plain ``ValueError``) names the group among the command's ``words``."""
     text = str(err)
+    if NULL_GROUP in text:
+        return _null_group(words, configs) or UserError("command line", NULL_GROUP, "python train.py --help")
+    if isinstance(err, OverrideParseException) and err.override:
+        return _unparsable(err.override)
     missing = MISSING_CONFIG.search(text)
     if missing:
         return _missing_config(*missing.groups(), configs)
@@ -44,6 +51,32 @@ def override_error(err: Exception, configs: Path) -> UserError:
         return UserError(key, "no such option", f"{hint}; +{key}=... adds a new key")
     first = " ".join(text.split())
     return UserError("command line", first[:300], "python train.py --help")
+
+
+def _unparsable(override: str) -> UserError:
+    """An override Hydra's grammar cannot read (``run.group=~foo``: Hydra reads ``~`` as "delete",
+    ``[`` as a list, ``,`` as a sweep...): say so, and how to quote it past both the shell and Hydra."""
+    key, _, value = override.partition("=")
+    key = key.lstrip("+~")
+    if value.count("[") != value.count("]") or value.count("{") != value.count("}"):
+        return UserError(key, f"cannot read {value!r}: a bracket is not closed", f"write a list as {key}=[a,b]")
+    return UserError(
+        key,
+        f"Hydra's override grammar cannot read the value {value!r} (~ [ ] {{ }} , = ' and spaces mean something there)",
+        f"quote the value for Hydra inside quotes for the shell: \"{key}='{value}'\"",
+    )
+
+
+def _null_group(words: list[str], configs: Path) -> UserError | None:
+    """``optim=null``: Hydra refuses null for a config group on the command line, even for one
+    whose default is null (``ablation``). The group is the first ``<group>=null`` word."""
+    for word in words:
+        group, _, value = word.lstrip("+~").partition("=")
+        if value == "null" and (configs / group).is_dir():
+            options = sorted(p.stem for p in (configs / group).glob("*.yaml"))
+            fix = f"leave {group}= out for its default, or pick one of: {', '.join(options)}"
+            return UserError(group, "a config group cannot be set to null on the command line", fix)
+    return None
 
 
 def _missing_config(group: str, name: str, configs: Path) -> UserError:

@@ -142,33 +142,53 @@ def _yaml(text: str):
         return text
 
 
+def _literal(value):
+    """``value`` with every ``${`` escaped: the structured config would read ``${...}`` as an
+    OmegaConf interpolation (and fail on one that names nothing); a tool's values are taken as typed."""
+    if isinstance(value, str):
+        return value.replace("${", "\\${")
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _literal(v) for k, v in value.items()}
+    return value
+
+
 def _value(o: _Option, text: str):
     if o.raw and o.is_list:
         if text.startswith("[") and text.endswith("]"):
-            return [t.strip() for t in text[1:-1].split(",") if t.strip()]
-        return [text]
+            return _literal([t.strip() for t in text[1:-1].split(",") if t.strip()])
+        return _literal([text])
     if o.raw:
-        return None if o.optional and text in ("null", "none", "None") else text
-    value = _yaml(text)
+        return None if o.optional and text in ("null", "none", "None") else _literal(text)
+    value = _literal(_yaml(text))
     return [value] if o.is_list and value is not None and not isinstance(value, list) else value
+
+
+def _named(text: str) -> str:
+    """A word or key as an error names it: as typed, or quoted (``''``, ``'a b'``) when it is empty or
+    holds a space or a control character, so that the error names something and stays one line."""
+    return text if text and text.isprintable() and not any(c.isspace() for c in text) else repr(text)
 
 
 def _bare_word(word: str, opts: dict[str, _Option]) -> UserError:
     """A word without ``=``: say how it is written as ``key=value``."""
     valid = ", ".join(o.label for o in opts.values())
+    if not word.strip():  # '' or ' ': a stray quote or an empty variable in the shell
+        return UserError(_named(word), "an empty word, not key=value", f"leave it out; valid keys: {valid}")
     if word.startswith("-"):  # an argparse habit: --out DIR
         name = word.lstrip("-").replace("-", "_")
         fix = f"write {name}={opts[name].example()}" if name in opts else f"valid keys: {valid}"
-        return UserError(word, "expected key=value", f"{fix}; --help for the usage")
+        return UserError(_named(word), "expected key=value", f"{fix}; --help for the usage")
     words = next((o for o in opts.values() if o.meta.get("words")), None)
     if words is not None:  # a misspelt subcommand
         choices = words.meta.get("choices") or []
         close = difflib.get_close_matches(word, choices, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
-        return UserError(word, f"unknown {words.name.rstrip('s')}", f"{hint}valid: {', '.join(choices)}")
+        return UserError(_named(word), f"unknown {words.name.rstrip('s')}", f"{hint}valid: {', '.join(choices)}")
     first = next(iter(opts.values()))  # the main option comes first: runs=, ckpt=
-    return UserError(word, "expected key=value", f"did you mean {first.name}={word}? valid keys: {valid}; "
-                     "--help for the usage")  # fmt: skip
+    fix = f"did you mean {first.name}={_named(word)}? valid keys: {valid}; --help for the usage"
+    return UserError(_named(word), "expected key=value", fix)
 
 
 def _check_choices(o: _Option, key: str, value) -> None:
@@ -177,7 +197,7 @@ def _check_choices(o: _Option, key: str, value) -> None:
         if item not in choices:
             close = difflib.get_close_matches(str(item), list(map(str, choices)), n=1)
             hint = f"did you mean {close[0]}? " if close else ""
-            raise UserError(key, f"unknown {_show(item)}", f"{hint}valid: {', '.join(map(str, choices))}")
+            raise UserError(key, f"unknown {_named(_show(item))}", f"{hint}valid: {', '.join(map(str, choices))}")
 
 
 def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | None = None):
@@ -206,14 +226,14 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
         if not sep:
             raise _bare_word(word, opts)
         root, _, rest = key.partition(".")
-        o = opts.get(root)
+        o, name = opts.get(root), _named(key)
         if o is not None and o.is_dict and not rest:
-            raise UserError(key, f"expected {o.label}=value", f"e.g. {o.meta.get('example') or o.label + '=...'}")
+            raise UserError(name, f"expected {o.label}=value", f"e.g. {o.meta.get('example') or o.label + '=...'}")
         if o is None or bool(rest) != o.is_dict:
             close = difflib.get_close_matches(key, [p.label for p in opts.values()], n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             valid = ", ".join(p.label for p in opts.values())
-            raise UserError(key, "unknown option", f"{hint}valid: {valid}")
+            raise UserError(name, "unknown option", f"{hint}valid: {valid}")
         value = _value(o, text)
         _check_choices(o, key, value)
         try:

@@ -117,16 +117,16 @@ def counts_of(data: dict, train: int, test: int) -> Counts:
     return Counts(train, test, root, root)
 
 
-def check_split(data: dict, counts: Counts, eval_subset: int | None = None) -> None:
+def check_split(data: dict, counts: Counts) -> None:
     """``data.val_size`` against the training images, ``data.train_subset`` against what the
-    validation split leaves, ``data.test_subset`` and ``eval.test_subset`` (``eval_subset``)
-    against the test images."""
+    validation split leaves, ``data.test_subset`` against the test images. (``eval.test_subset`` is
+    an upper bound, never refused: a smaller test set is evaluated whole.)"""
     val = data.get("val_size") or 0
     if val >= counts.train:
         raise UserError(
             "data.val_size",
             f"{val} leaves no training images out of {counts.train} ({counts.where_train})",
-            f"use data.val_size < {counts.train}",
+            f"use 0 <= data.val_size < {counts.train}",
         )
     left, subset = counts.train - val, data.get("train_subset")
     if subset is not None and subset > left:
@@ -135,13 +135,11 @@ def check_split(data: dict, counts: Counts, eval_subset: int | None = None) -> N
             f"{subset} is more than the {left} training images left after data.val_size={val} ({counts.where_train})",
             f"use data.train_subset <= {left}, or null for all of them",
         )
-    n_test = counts.test
-    for option, value in (("data.test_subset", data.get("test_subset")), ("eval.test_subset", eval_subset)):
-        if value is not None and value > n_test:
-            raise UserError(
-                option,
-                f"{value} is more than the {n_test} test images ({counts.where_test})",
-                f"use {option} <= {n_test}, or null",
-            )
-        if option == "data.test_subset" and value is not None:
-            n_test = value
+    subset = data.get("test_subset")
+    if subset is not None and subset > counts.test:
+        raise UserError(
+            "data.test_subset",
+            f"{subset} is more than the {counts.test} test images ({counts.where_test})",
+            f"use data.test_subset <= {counts.test}, or null",
+        )
+    # eval.test_subset is "at most": a test set smaller than it is evaluated whole (limit_extrapolation)

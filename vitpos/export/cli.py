@@ -137,8 +137,7 @@ def report(result: Exported, out: Path, geo) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = parse_options(argv, ExportOptions, prog="python -m vitpos.export",
-                         usage="ckpt=PATH [out=FILE] [format=onnx|torch_export] [strategy=NAME]")  # fmt: skip
+    opts = parse_options(argv, ExportOptions, prog="python -m vitpos.export", usage="ckpt=PATH [key=value ...]")
     out = check_options(opts)
     path = newest_checkpoint(opts.ckpt)
     model, cfg = load_image_model(path, opts.strategy)

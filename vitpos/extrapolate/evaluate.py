@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+import time
 
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
@@ -106,6 +107,7 @@ def evaluate_sizes(
     progress=True,
     max_batches: int | None = None,
     precision: str | int | None = None,
+    timings: dict | None = None,
 ) -> dict[str, float]:
     """Accuracy (and loss) of ``module`` for every strategy x size.
 
@@ -117,7 +119,10 @@ def evaluate_sizes(
     None = the whole test set. Runs under ``torch.inference_mode`` with the
     datamodule's eval batch size, and under autocast when ``precision`` is a
     Lightning mixed precision (``bf16-mixed``, ``16-mixed``): the precision the
-    run's own test used, so the scores at every size match ``test/acc``'s.
+    run's own test used, so the scores at every size match ``test/acc``'s. ``timings``: a dict that
+    receives ``(seconds, count scored)`` per size (keyed as the progress bar shows it: ``16``,
+    ``16x32``, ``256``), summed over the strategies: where the evaluation's time went (the count:
+    images, or scored tokens of sequences).
     """
     from tqdm.auto import tqdm
 
@@ -137,14 +142,17 @@ def evaluate_sizes(
             bar.set_description(f"test at {what} {shown}" + (f" ({strategy})" if len(strategies) > 1 else ""))
             pe.strategy = strategy
             name = metric_name(kind, size, strategy, default, resampling_of(datamodule, kind, size))
+            start, count = time.perf_counter(), 0
             try:
                 loss_sum, correct, count = score_at(module, datamodule, size, device, half, max_batches)
+                results[name] = correct / max(count, 1)
+                results[name.replace("acc@", "loss@")] = loss_sum / max(count, 1)
             except ValueError as err:
                 print(f"{name}: not evaluated: {err}", file=sys.stderr)
                 results[name] = results[name.replace("acc@", "loss@")] = math.nan
-                continue
-            results[name] = correct / max(count, 1)
-            results[name.replace("acc@", "loss@")] = loss_sum / max(count, 1)
+            if timings is not None:  # per size, over its strategies (a refused one: its short time, no images)
+                seconds, images = timings.get(shown, (0.0, 0))
+                timings[shown] = (seconds + time.perf_counter() - start, images + count)
     finally:
         bar.close()
         pe.strategy = default
@@ -168,4 +176,26 @@ def evaluate_module(
     if hasattr(datamodule, "limit_extrapolation"):  # images: eval.test_subset (sequences have their own count)
         datamodule.limit_extrapolation((eval_cfg or {}).get("test_subset"))
     sizes = [plain_size(s) for s in sizes] if kind == "res" else list(sizes)  # a side, or (h, w)
-    return evaluate_sizes(module, datamodule, sizes, strategies, kind, device, progress, max_batches, precision)
+    timings: dict = {}
+    results = evaluate_sizes(
+        module, datamodule, sizes, strategies, kind, device, progress, max_batches, precision, timings
+    )
+    if progress:  # one run at the console: where the evaluation's time went, and how to cut it
+        print(timing_line(kind, timings, len(strategies), eval_cfg))
+    return results
+
+
+def timing_line(kind: str, timings: dict, n_strategies: int, eval_cfg) -> str:
+    """One line: the seconds each size took (``timings`` of :func:`evaluate_sizes`), on how many
+    test images (sequences count scored tokens, which differ by length: no count), and the
+    options that trim or skip it."""
+    parts = ", ".join(f"{kind}{size} {seconds:.1f} s" for size, (seconds, _) in timings.items())
+    total = sum(seconds for seconds, _ in timings.values())
+    strategies = f" x {n_strategies} strategies" if n_strategies > 1 else ""
+    if kind != "res":
+        return f"other lengths: {total:.1f} s{strategies} (none: eval.lengths=[]): {parts}"
+    each = max((n for _, n in timings.values()), default=0) // max(n_strategies, 1)
+    subset = (eval_cfg or {}).get("test_subset")
+    how = f"eval.test_subset={subset}" if subset else "eval.test_subset=null: all of them"
+    trim = f"{how}; fewer: eval.test_subset=N, none: eval.resolutions=[]"
+    return f"other resolutions: {total:.1f} s on {each:,} test images each{strategies} ({trim}): {parts}"

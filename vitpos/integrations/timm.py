@@ -57,7 +57,8 @@ class EncodedVisionTransformer(VisionTransformer):
     ``forward``, ``forward_head``, pooling, ``reset_classifier`` and the state dict are timm's;
     ``forward_features`` runs timm's blocks with the encoding's hooks. Not supported:
     ``attn_mask``/``is_causal`` (the mask is the encoding's), ``forward_intermediates`` and
-    gradient checkpointing."""
+    gradient checkpointing. ``grid_for`` and ``attention_maps`` are those of vitpos's own ViT, so
+    ``vitpos.viz`` draws a converted model as it draws one of its own."""
 
     pos: PositionalEncoding
 
@@ -84,14 +85,28 @@ class EncodedVisionTransformer(VisionTransformer):
         if attn_mask is not None or is_causal:
             raise ValueError("a model converted by apply_encoding takes no attn_mask or is_causal: its encoding masks")
         x, grid = self.tokens(x)
-        x = self.norm_pre(x)
+        return self.norm(self.run_blocks(self.norm_pre(x), grid)[0])
+
+    def attention_maps(self, images: torch.Tensor) -> list[torch.Tensor]:
+        """Softmax attention (B, H, P + N, P + N) of every block, prefix tokens first: what vitpos's
+        own ViT gives ``vitpos.viz`` (attention maps and distances) and the training pictures."""
+        x, grid = self.tokens(images)
+        return self.run_blocks(self.norm_pre(x), grid, return_attention=True)[1]
+
+    def run_blocks(self, x: torch.Tensor, grid: Grid, return_attention: bool = False):
+        """timm's blocks on the tokens ``x`` (B, P + N, D): each one timm's ``Block.forward`` with the
+        grid, the encoding and the block's index for the attention. Returns the tokens and, with
+        ``return_attention``, every block's softmax attention (else an empty list)."""
         masks = block_masks(self.pos, grid, len(self.blocks), x.shape[1], x.device, mask_dtype(x))
+        maps = []
         for i, (blk, mask) in enumerate(zip(self.blocks, masks)):
-            # timm's Block.forward, with the grid, the encoding and the block's index for the attention
-            x = x + blk.drop_path1(blk.ls1(blk.attn(blk.norm1(x), grid, self.pos, i, mask)))
+            h = blk.norm1(x)
+            if return_attention:
+                maps.append(blk.attn.attention_probs(h, grid, self.pos, i, mask))
+            x = x + blk.drop_path1(blk.ls1(blk.attn(h, grid, self.pos, i, mask)))
             x = x + blk.drop_path2(blk.ls2(blk.mlp(blk.norm2(x))))
             x = self.pos.after_block(x, grid, i)
-        return self.norm(x)
+        return x, maps
 
     def forward_intermediates(self, *args, **kwargs):
         raise NotImplementedError("forward_intermediates is not supported after apply_encoding; use forward_features")

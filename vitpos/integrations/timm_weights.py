@@ -26,6 +26,7 @@ from timm.models import load_state_dict
 from torch import nn
 
 from vitpos.errors import UserError
+from vitpos.sizes import as_hw
 
 from .timm import carries_table, conversion_problem, table_grid
 
@@ -36,17 +37,17 @@ SET_BY_VITPOS = ("pretrained", "num_classes", "img_size", "pretrained_cfg", "pre
 def create_vit(model_cfg: Mapping, num_classes: int, img_size, device: str | torch.device = "cpu") -> nn.Module:
     """``timm.create_model(model.name, pretrained=False, num_classes=..., img_size=..., **model.kwargs)``,
     refused with a :class:`UserError` naming ``model.name`` or ``model.kwargs`` when it is not a
-    timm ViT that ``apply_encoding`` converts. ``img_size``: a side or ``(h, w)``; None: the
-    model's default. ``device="meta"``: shapes only, no memory (the config check)."""
+    timm ViT that ``apply_encoding`` converts. ``img_size``: ``data.img_size``, anything
+    :func:`vitpos.sizes.as_hw` takes (a side, or an ``[h, w]`` list, tuple or Hydra ListConfig),
+    passed to timm as ``(h, w)``; None: the model's default. ``device="meta"``: shapes only, no
+    memory (the config check)."""
     name, kwargs = str(model_cfg["name"]), dict(model_cfg.get("kwargs") or {})
     clash = sorted(set(kwargs) & set(SET_BY_VITPOS))
     if clash:
         raise UserError(f"model.kwargs.{clash[0]}", "is set by vitpos", "num_classes and img_size come from data.*")
     if not timm.is_model(name):
         raise UserError("model.name", f"{name!r} is not a timm model", "e.g. model.name=vit_tiny_patch16_224")
-    size = {}  # None: the model's default
-    if img_size is not None:
-        size["img_size"] = tuple(img_size) if isinstance(img_size, (list, tuple)) else img_size  # (h, w) or a side
+    size = {} if img_size is None else {"img_size": as_hw(img_size, "data.img_size")}  # {}: the model's default
     try:
         with torch.device("meta"):  # what class the name makes, before passing it an image size
             probe = timm.create_model(name, pretrained=False, num_classes=num_classes, **without_size(kwargs))

@@ -14,6 +14,7 @@ a path, a folder or a glob pattern names, with one set of rules and messages.
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -72,6 +73,8 @@ def load_checkpoint(path: str | Path) -> dict:
     rebuild the model from.
     """
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"ckpt={path}: a folder, not a checkpoint file; pass {example_checkpoint(path)}")
     if not path.is_file():
         raise CheckpointError(f"ckpt={path}: no such file")
     with open(path, "rb") as f:
@@ -84,11 +87,11 @@ def load_checkpoint(path: str | Path) -> dict:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CheckpointError(
-            f"ckpt={path}: refused: it holds Python objects that only an unrestricted unpickler "
-            f"would build (weights_only=True said: {first[:200]}). vitpos checkpoints hold only tensors "
-            "and plain containers; this file was not written by vitpos, or was tampered with."
+            f"ckpt={path}: refused: it holds Python objects that only an unrestricted unpickler would build "
+            f"({unsafe_object(err)}), and building them can run any code. vitpos checkpoints hold only "
+            "tensors and plain containers; this file was not written by vitpos, or was tampered with. "
+            "Do NOT load it with weights_only=False: that is exactly what would run its code"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as err:
         raise CheckpointError(f"ckpt={path}: not a readable checkpoint (truncated or corrupt?): {err}") from None
@@ -99,6 +102,20 @@ def load_checkpoint(path: str | Path) -> dict:
             f"ckpt={path}: not a vitpos checkpoint (no state_dict, or no hyper_parameters.cfg to rebuild the run from)"
         )
     return checkpoint
+
+
+def example_checkpoint(folder: Path) -> str:
+    """The first ``last.ckpt`` below ``folder``, for a message that asked for a file and got the folder."""
+    inside = next(iter(sorted(folder.rglob(LAST))), None)
+    return str(inside) if inside else f"{folder}/<run folder>/checkpoints/{LAST}"
+
+
+def unsafe_object(err: BaseException) -> str:
+    """What torch's restricted unpickler refused (``GLOBAL posix.system``), without torch's advice
+    to rerun with ``weights_only=False``: for a file vitpos refuses, that advice is the unsafe act."""
+    text = " ".join(str(err).split())
+    found = re.search(r"GLOBAL [\w.]+|Unsupported operand \S+", text)
+    return found.group(0) if found else type(err).__name__
 
 
 def task_kind(cfg: dict) -> str:

@@ -5,7 +5,13 @@
 - **a lock**: ``<run folder>/.lock`` holds the process id and host of the run
   using the folder. A second command for the same run, started while the
   first is alive, is refused with a line naming that process. A lock whose
-  process is gone (a killed run) is taken over.
+  process is gone (a killed run: ``kill -9``, a lost machine) is taken over; so is
+  one whose process id now names another process (the lock records when its
+  process started, :mod:`vitpos.run.process`).
+- **disk faults**: a write the disk refuses during the run (no space, ``ulimit -f``, a
+  read-only folder) ends it with one line naming the path and the cause (:class:`DiskFault`);
+  the files written before it are intact (every checkpoint and ``metrics.json`` is written
+  atomically, :mod:`vitpos.files`), so the same command continues once the fault is gone.
 - **no debris**: when the run fails before it wrote a checkpoint or a
   ``metrics.json`` -- on bad input (an :class:`InputError`: a refused option,
   missing data, a bad checkpoint to resume from) or on any other exception (a
@@ -31,23 +37,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vitpos.errors import InputError, UserError
-from vitpos.files import atomic_write_text
+from vitpos.files import DISK_ERRORS, WriteError, atomic_write_text
+from vitpos.run.process import process_alive, start_time
 
 LOCK = ".lock"
 
 
+RANK_VARIABLES = ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK")  # torchrun / srun (submitit) / Lightning
+
+
 def is_main_process() -> bool:
-    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by another user
-        return True
-    return True
+    """The process that owns the run folder: rank 0 of every launcher's rank variables. A second node's
+    local rank 0 (torchrun's RANK, srun's SLURM_PROCID) is not it: it would claim the folder too."""
+    return all(os.environ.get(name, "0") == "0" for name in RANK_VARIABLES)
 
 
 def read_lock(folder: Path) -> dict | None:
@@ -63,21 +65,24 @@ def acquire(folder: Path) -> Path:
     holder = read_lock(folder)
     if holder is not None and holder["pid"] != os.getpid():
         same_host = holder.get("host") == socket.gethostname()
-        if not same_host or process_alive(holder["pid"]):
+        if not same_host or process_alive(holder["pid"], holder.get("started")):  # else stale: a killed run's
             raise UserError(
                 "run folder",
                 f"{folder} is in use by process {holder['pid']} on {holder.get('host', '?')} "
                 f"(started {holder.get('command', 'the same run')})",
                 "wait for it to finish, or pass seed=<k> or run.label=<name> for another run",
             )
-    body = {"pid": os.getpid(), "host": socket.gethostname(), "command": "train.py"}
+    body = {"pid": os.getpid(), "started": start_time(os.getpid()), "host": socket.gethostname(), "command": "train.py"}
     return atomic_write_text(folder / LOCK, json.dumps(body) + "\n")
 
 
 def release(folder: Path) -> None:
     holder = read_lock(folder)
     if holder is not None and holder["pid"] == os.getpid():
-        (folder / LOCK).unlink(missing_ok=True)
+        try:
+            (folder / LOCK).unlink(missing_ok=True)
+        except OSError:  # a folder that became read-only: the lock's process is gone once we exit
+            pass
 
 
 def holds_results(folder: Path) -> bool:
@@ -91,7 +96,24 @@ def remove_empty_parents(folder: Path, root: Path) -> None:
     for parent in folder.parents:
         if not parent.is_relative_to(root) or not parent.is_dir() or any(parent.iterdir()):
             break
-        parent.rmdir()
+        try:
+            parent.rmdir()
+        except OSError:  # read-only meanwhile: leave it
+            break
+
+
+class DiskFault(WriteError, InputError):
+    """A write the disk refused during a run (no space, ``ulimit -f``, a read-only folder): one
+    line naming the path and the cause, exit code 2, like every input the user can fix."""
+
+
+def disk_fault(error: BaseException, folder: Path) -> DiskFault | None:
+    """``error`` as a :class:`DiskFault` when it is a write the disk refused (a
+    :class:`vitpos.files.WriteError`, or an ``OSError`` of :data:`vitpos.files.DISK_ERRORS` from a
+    writer that is not vitpos's: an event file, ``hparams.yaml``); else None."""
+    if isinstance(error, DiskFault) or not isinstance(error, OSError) or error.errno not in DISK_ERRORS:
+        return None
+    return DiskFault(getattr(error, "path", None) or error.filename or folder, error)
 
 
 @contextmanager
@@ -100,8 +122,14 @@ def claim(folder: Path, root: Path) -> Iterator[None]:
     existed = folder.exists()
     main = is_main_process()
     if main:
-        folder.mkdir(parents=True, exist_ok=True)
-        acquire(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            acquire(folder)
+        except OSError as error:  # a read-only or full run.root: one line naming the folder
+            fault = disk_fault(error, folder)
+            if fault is None:
+                raise
+            raise fault from error
     try:
         yield
     except Exception as error:  # bad input, or a crash before anything worth keeping was written
@@ -112,6 +140,9 @@ def claim(folder: Path, root: Path) -> Iterator[None]:
                 remove_empty_parents(folder, root)
                 why = "nothing trained" if isinstance(error, InputError) else "failed before its first checkpoint"
                 logging.getLogger("vitpos").info("(%s: the run folder %s was removed again)", why, folder)
+        fault = disk_fault(error, folder)
+        if fault is not None:
+            raise fault from error
         raise
     finally:
         if main:

@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from vitpos.errors import CheckpointError, DivergenceError, UserError
-from vitpos.run.checkpoint import load_checkpoint
+from vitpos.run.checkpoint import example_checkpoint, load_checkpoint
 from vitpos.run.identity import identity
 from vitpos.run.status import read_status
 
@@ -36,18 +36,95 @@ def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str
     return out
 
 
+#: a checkpoint of another task, model or encoding cannot be continued, whatever ``resume`` says
+WEIGHTS_DEFINING = ("task", "model", "encoding")
+#: what to do with a run folder's own ``last.ckpt`` that cannot be continued
+OWN_FIX = "delete it to train this run from the start, or pass resume=false run.label=<name> for a new run beside it"
+
+
+def read_own(last: Path) -> dict:
+    """The run folder's own ``last.ckpt``, loaded safely; a torn, crafted or foreign file is refused
+    with what to do about it (a :class:`CheckpointError` worded as ``resume: <what> (<fix>)``)."""
+    try:
+        return load_checkpoint(last)
+    except CheckpointError as err:
+        what = str(err).removeprefix(f"ckpt={last}: ")
+        raise CheckpointError(str(UserError("resume", f"{last}: {' '.join(what.split())}", OWN_FIX))) from None
+
+
+def other_weights(saved: dict, cfg: DictConfig) -> str | None:
+    """``"task: 'sequence' there, 'classification' now"`` for the first of task, model and encoding
+    (:data:`WEIGHTS_DEFINING`) in which the checkpoint's config ``saved`` differs from ``cfg``: its
+    weights cannot fit this run's model. None when all three agree."""
+    theirs, current = identity(saved), identity(cfg)
+    for section in WEIGHTS_DEFINING:
+        a, b = theirs.get(section) or {}, current.get(section) or {}
+        if section != "model":  # the task and the encoding by name
+            if a.get("name") != b.get("name"):
+                return f"{section}: {a.get('name')!r} there, {b.get('name')!r} now"
+            continue
+        for key in sorted(set(a) | set(b)):  # the model by every option but its regularizers (drop_path, ...)
+            if "drop" not in key and a.get(key) != b.get(key):
+                return f"model.{key}: {a.get(key)!r} there, {b.get(key)!r} now"
+    return None
+
+
+def kind_of(difference: str) -> str:
+    """``task``, ``model`` or ``encoding``: the section an :func:`other_weights` answer names."""
+    return difference.split(":")[0].split(".")[0]
+
+
 def check_same_run(cfg: DictConfig, last: Path) -> None:
     """Refuse to continue a checkpoint whose run-defining config
     (:func:`vitpos.run.identity.identity`: what the folder's hash covers) differs;
-    settings that only change where or how a run is shown may differ."""
-    saved = load_checkpoint(last)["hyper_parameters"]["cfg"]  # weights_only=True: a crafted file is refused
+    settings that only change where or how a run is shown may differ. ``resume=true`` is offered
+    only when the checkpoint's weights fit this run's model (:func:`other_weights`)."""
+    saved = read_own(last)["hyper_parameters"]["cfg"]  # weights_only=True: a crafted file is refused
     diffs = config_differences(identity(saved), identity(cfg))
-    if diffs:
+    if not diffs:
+        return
+    other = other_weights(saved, cfg)
+    if other:  # resume=true could not continue it either: do not offer it
+        raise UserError("resume", f"{last} holds a checkpoint of another {kind_of(other)} ({other})", OWN_FIX)
+    raise UserError(
+        "resume",
+        f"{last} belongs to a run with another configuration ({'; '.join(diffs[:3])}"
+        f"{'; ...' if len(diffs) > 3 else ''})",
+        "pass run.label=<name> or run.root=<dir> for a new run, or resume=true to continue that checkpoint anyway",
+    )
+
+
+def check_continuable(checkpoint: dict, path: Path, cfg: DictConfig, fix: str) -> None:
+    """Refuse, before the Trainer starts, a checkpoint that Lightning could not continue: one of
+    another task, model or encoding (its weights would stop the run with a size-mismatch traceback),
+    or one that holds weights only, without the optimizer and loop state a resume restores."""
+    other = other_weights(checkpoint["hyper_parameters"]["cfg"], cfg)
+    if other:
+        raise UserError("resume", f"{path} was trained with another {kind_of(other)} ({other})", fix)
+    if "pytorch-lightning_version" not in checkpoint or "optimizer_states" not in checkpoint:
+        raise UserError("resume", f"{path} holds weights only, not a training state to continue", fix)
+
+
+def check_weights_fit(module, path: str | Path) -> None:
+    """Refuse a checkpoint whose ``state_dict`` does not fit ``module`` key for key and shape for
+    shape (what Lightning's strict load would stop on midway, with a traceback): called once the
+    run's module is built, before the Trainer or any logger writes a file. Catches what the config
+    comparison cannot, e.g. a learned position table of another size (``data.img_size``)."""
+    state = load_checkpoint(path)["state_dict"]
+    own = module.state_dict()
+    problems = [f"{k} missing" for k in own if k not in state]
+    problems += [f"{k} not in this model" for k in state if k not in own]
+    problems += [
+        f"{k} {tuple(state[k].shape)} there, {tuple(v.shape)} now"
+        for k, v in own.items()
+        if k in state and hasattr(state[k], "shape") and tuple(state[k].shape) != tuple(v.shape)
+    ]
+    if problems:
         raise UserError(
             "resume",
-            f"{last} belongs to a run with another configuration ({'; '.join(diffs[:3])}"
-            f"{'; ...' if len(diffs) > 3 else ''})",
-            "pass run.label=<name> or run.root=<dir> for a new run, or resume=true to continue that checkpoint anyway",
+            f"{path} holds weights that do not fit this model ({'; '.join(problems[:2])}"
+            f"{f'; {len(problems) - 2} more' if len(problems) > 2 else ''})",
+            "pass run.label=<name> for a new run, or resume=PATH to a checkpoint of this configuration",
         )
 
 
@@ -67,8 +144,7 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
         if last.exists():
             if mode == "auto":
                 check_same_run(cfg, last)
-            else:
-                load_checkpoint(last)  # refuses a crafted or torn file with one line, before the Trainer
+            check_continuable(read_own(last), last, cfg, OWN_FIX)  # resume=true too: the weights must fit
             log.info("resuming from %s", last)
             return str(last)
         if mode is True or mode == "true":
@@ -82,24 +158,17 @@ def check_resume_file(cfg: DictConfig, path: Path) -> None:
     """``resume=PATH``: the file opens safely (``weights_only=True``) and was trained for the same
     task, model and encoding, checked before the Trainer starts (a mismatch would otherwise stop
     training midway with a tensor size error)."""
+    if path.is_dir():
+        raise UserError(
+            "resume", f"{path} is a folder, not a checkpoint file", f"pass resume={example_checkpoint(path)}"
+        )
     try:
-        saved = load_checkpoint(path)["hyper_parameters"]["cfg"]
+        checkpoint = load_checkpoint(path)
     except CheckpointError as err:
         raise UserError(
             "resume", f"{path}: " + str(err).removeprefix(f"ckpt={path}: "), "pass resume=PATH to a vitpos last.ckpt"
         ) from None
-    current = identity(cfg)
-    theirs = identity(saved)
-    for section in ("task", "model", "encoding"):
-        key = "name" if section != "model" else None
-        a = theirs.get(section, {}) if key is None else (theirs.get(section) or {}).get(key)
-        b = current.get(section, {}) if key is None else (current.get(section) or {}).get(key)
-        if a != b:
-            raise UserError(
-                "resume",
-                f"{path} was trained with another {section} ({section}: {a!r} there, {b!r} now)",
-                "resume=PATH continues a checkpoint of the same task, model and encoding",
-            )
+    check_continuable(checkpoint, path, cfg, "resume=PATH continues a checkpoint of the same task, model and encoding")
 
 
 def finished_run(cfg: DictConfig, out: Path) -> dict[str, float] | None:

@@ -7,6 +7,10 @@ next job. :class:`SweepReport`, a Hydra callback (``configs/train.yaml``:
 ``hydra.callbacks``), prints one line per job as it starts and ends (its
 overrides, minutes, ``test/acc``) and a summary at the end; ``train.py`` then
 exits with code 1 when any job failed.
+
+A SIGINT (Ctrl-C) or SIGTERM is no failure: it stops the whole sweep (or a single run)
+within seconds, in any phase, and the same command resumes it (:mod:`vitpos.run.signals`,
+installed by :class:`SweepReport` while ``train.py``'s app runs).
 """
 
 from __future__ import annotations
@@ -18,13 +22,20 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
+from vitpos.run import signals
+
 ERROR_FILE = "error.log"
+BASIC_LAUNCHER = "BasicLauncher"  # Hydra's default launcher: every job in this process, one after another
 OUTCOME_FILE = "outcome.txt"
 _failed: list[str] = []  # jobs that failed in this process's sweep (the callback runs in the main process)
 
 
 def record_failure(job_dir: str | Path, err: BaseException) -> str:
-    """Write ``error: <message>`` to the job's ``error.log``; returns the line."""
+    """Write ``error: <message>`` to the job's ``error.log``; returns the line. After a SIGINT or
+    SIGTERM the error is the stop's doing (a compiler whose ``g++`` it killed): the sweep stops
+    instead (:mod:`vitpos.run.signals`)."""
+    if signals.stopping() is not None:
+        raise signals.Stopped(signals.stopping())
     line = f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
     path = Path(job_dir)
     path.mkdir(parents=True, exist_ok=True)
@@ -57,14 +68,24 @@ class SweepReport(Callback):
 
     def on_multirun_start(self, config, **kwargs) -> None:
         _failed.clear()  # a new sweep: an earlier one in this process (train.py's main called twice) is not this one
+        signals.install(owner=True, jobs_elsewhere=not str(config.hydra.launcher._target_).endswith(BASIC_LAUNCHER))
 
     def on_run_start(self, config, **kwargs) -> None:
         _failed.clear()  # a single run after a sweep in the same process reports its own outcome only
+        signals.install(owner=True)
+
+    def on_run_end(self, config, **kwargs) -> None:
+        signals.uninstall()
 
     def on_job_start(self, config, **kwargs) -> None:
+        signals.install()  # in a joblib worker: its own handler (the main process's does not reach here)
+        if signals.stopping() is not None:  # no new job after a stop
+            raise signals.Stopped(signals.stopping())
         if config.hydra.mode is None or str(config.hydra.mode) != "RunMode.MULTIRUN":
             return
         self.start[config.hydra.job.num] = time.perf_counter()
+        for name in (ERROR_FILE, OUTCOME_FILE):  # a sweep rerun in the same folder: the last attempt's are stale
+            (Path(config.hydra.runtime.output_dir) / name).unlink(missing_ok=True)
         say(f"[job {config.hydra.job.num}] start: {job_name(config)}")
 
     def on_job_end(self, config, job_return, **kwargs) -> None:
@@ -81,13 +102,20 @@ class SweepReport(Callback):
         say(f"[job {num}] end after {minutes:.1f} min: {outcome}")
 
     def on_multirun_end(self, config, **kwargs) -> None:
+        signals.uninstall()
         sweep = Path(config.hydra.sweep.dir)
         jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()) if sweep.is_dir() else []
         failed = [p for p in jobs if (p / ERROR_FILE).exists()]
-        _failed[:] = [f"{p}: {(p / ERROR_FILE).read_text().strip()}" for p in failed]
-        say(f"sweep {sweep}: {len(jobs)} jobs, {len(failed)} failed")
+        # neither file: the job's process ended without a word (killed, preempted) or never ran
+        missing = [p for p in jobs if not (p / ERROR_FILE).exists() and not (p / OUTCOME_FILE).exists()]
+        _failed[:] = [f"failed: {p}: {(p / ERROR_FILE).read_text().strip()}" for p in failed]
+        _failed.extend(f"missing: {p}: no result (killed or preempted: rerun the sweep to resume it)" for p in missing)
+        finished = len(jobs) - len(failed) - len(missing)
+        say(f"sweep {sweep}: {len(jobs)} jobs, {len(failed)} failed, {len(missing)} missing, {finished} finished")
         for line in _failed:
-            say(f"  failed: {line}")
+            say(f"  {line}")
+        if (sweep / ".submitit").is_dir():  # submitit launchers: every job printed into its own log there
+            say(f"  job logs: {sweep}/.submitit/<job id>/")
         if jobs:
             say(f"  python -m vitpos.compare {runs_option(config)}multirun=[{sweep}]")
 
@@ -101,5 +129,5 @@ def runs_option(config) -> str:
 
 
 def sweep_failed() -> bool:
-    """Whether the sweep this process just ran had a failed job."""
+    """Whether the sweep this process just ran had a failed (or missing) job."""
     return bool(_failed)

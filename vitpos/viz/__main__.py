@@ -21,6 +21,7 @@ from vitpos.tasks.build import from_checkpoint
 
 from .attention import attention_distance_data
 from .pictures import pictures_for
+from .render import depth_of, patch_of
 
 #: what viz writes into out=: one <tag>.png per picture (tags pos/..., attn/...) and the distance table
 WRITTEN = ("pos_*.png", "attn_*.png", "attn_distance.csv")
@@ -32,7 +33,7 @@ class VizOptions:
     RoPE logit vs offset, attention bias vs offset), attention maps and the mean attention
     distance per block and head (attn_distance.csv).
 
-    ckpt= is a checkpoint written by train.py, image or sequence:
+    ckpt= is a checkpoint written by train.py, image (model=timm too) or sequence:
     runs/<group>/<model>/<label>-<hash>/seed<k>/checkpoints/last.ckpt, or a folder holding
     one. A glob pattern is expanded by the tool itself (bash does not expand patterns inside
     key=value); a pattern that matches nothing is refused, and when ckpt= matches several
@@ -189,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.data_root is not None:
         cfg = {**cfg, "data": {**(cfg.get("data") or {}), "root": args.data_root}}
     model.eval()
-    blocks = tuple(block_list(args.blocks, len(model.encoder.blocks)))
+    blocks = tuple(block_list(args.blocks, depth_of(model)))
     out = Path(args.out)
     clear_pictures(out)
     if not hasattr(model, "grid_for"):  # a sequence model: the 1D pictures of its encoding, no images
         return write_sequence_pictures(model, blocks, out)
-    img_size = tuple(model.patch_size * side for side in model.pos.train_grid)  # (h, w) of the training grid
+    img_size = tuple(p * side for p, side in zip(patch_of(model), model.pos.train_grid))  # (h, w) of the training grid
     images, source = load_images(cfg, args.n_images, args.seed)
     if tuple(images.shape[-2:]) != img_size:
         images = torch.nn.functional.interpolate(images, size=img_size, mode="bicubic")

@@ -13,6 +13,7 @@ from matplotlib.patches import Rectangle
 from .render import (
     center_index,
     coordinates,
+    depth_of,
     device_of,
     display_images,
     evaluating,
@@ -49,7 +50,7 @@ def attention_maps(model, images: torch.Tensor, n_images: int = 4, block: int = 
     grid = data.shape[-2:]
     pics = display_images(images)  # (B, H_img, W_img, 3)
     b, heads = data.shape[:2]
-    depth = len(model.encoder.blocks)
+    depth = depth_of(model)
     fig, axes = new_figure(b, heads + 1, f"attention of the {who}, block {block % depth}", 1.6, 0.2)
     height, width = pics.shape[1:3]
     extent = [-0.5, width - 0.5, height - 0.5, -0.5]

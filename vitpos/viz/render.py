@@ -1,5 +1,6 @@
-"""Shared plumbing of the pictures: figures rendered to RGB arrays, and finding
-which hooks an encoding acts through.
+"""Shared plumbing of the pictures: figures rendered to RGB arrays, finding which
+hooks an encoding acts through, and the depth and patch of the model drawn (a
+vitpos ViT, or a timm ViT converted by ``vitpos.integrations.timm.apply_encoding``).
 
 Every picture in :mod:`vitpos.viz` is a Matplotlib ``Figure`` rendered off
 screen (the Agg canvas, no pyplot state) to an ``np.ndarray`` of shape
@@ -87,6 +88,23 @@ def hooks_of(pe: PositionalEncoding) -> set[str]:
         for hook in HOOKS
         if getattr(type(part), hook) is not getattr(PositionalEncoding, hook)
     }
+
+
+def depth_of(model: nn.Module) -> int:
+    """The number of blocks of a model viz draws: vitpos's ViT and sequence model hold them at
+    ``model.encoder.blocks``, a timm ViT converted by ``vitpos.integrations.timm.apply_encoding``
+    (``model=timm`` runs) at ``model.blocks``."""
+    encoder = getattr(model, "encoder", None)
+    return len(encoder.blocks if encoder is not None else model.blocks)
+
+
+def patch_of(model: nn.Module) -> tuple[int, int]:
+    """The patch ``(height, width)`` in pixels of an image model: vitpos's ViT has a side
+    (``model.patch_size``), a converted timm ViT a pair (``model.patch_embed.patch_size``)."""
+    embed = getattr(model, "patch_embed", None)
+    if embed is not None and hasattr(embed, "patch_size"):  # timm's PatchEmbed
+        return tuple(embed.patch_size)
+    return (model.patch_size, model.patch_size)
 
 
 def device_of(module: nn.Module) -> torch.device:

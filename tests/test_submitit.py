@@ -1,0 +1,192 @@
+"""Sweeps through Hydra's submitit launcher (``hydra/launcher=submitit_local``: every job in a
+process of its own, as on a SLURM cluster with ``submitit_slurm``), on CPU at a tiny size.
+
+The sweep command runs in process (``train.py``'s ``main``); its jobs are submitit's own
+processes. The jobs' lines go to their logs under ``<sweep>/.submitit/``, and the sweep's
+summary (vitpos/run/sweep.py) is printed by the launching process from the job folders:
+finished (``outcome.txt``), failed (``error.log``) or missing (neither: a killed job).
+The preemption test kills a job's process (a real signal) and resubmits the sweep.
+"""
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from conftest import ROOT, run_command
+
+TINY = [
+    "data=shapes", "model=vit_micro", "trainer.max_epochs=1", "data.num_train=256", "data.val_size=64",
+    "data.num_test=64", "data.batch_size=64", "trainer.enable_progress_bar=false", "task.pictures=false",
+    "eval.resolutions=[]",
+]  # fmt: skip
+LOCAL = ["-m", "hydra/launcher=submitit_local"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    """The job processes inherit the environment: one torch thread each, beside the other jobs."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+@pytest.mark.slow
+def test_two_jobs_finish_a_failed_one_is_reported_and_compare_lists_them(tmp_path):
+    sweep, runs = tmp_path / "multirun", tmp_path / "runs"
+    ran = run_command("train.py", *LOCAL, *TINY, "encoding=rope_2d,learned_1d,alibi",  # alibi: for sequences
+                      f"run.root={runs}", f"hydra.sweep.dir={sweep}", cwd=tmp_path)  # fmt: skip
+    out = ran.out + ran.err
+    assert ran.code == 1, out  # a job failed: the sweep's exit status says so
+    assert f"sweep {sweep}: 3 jobs, 1 failed, 0 missing, 2 finished" in out, out
+    assert f"failed: {sweep}/2: error: encoding: 'alibi' is for sequences" in out, out
+    assert f"job logs: {sweep}/.submitit/<job id>/" in out
+    logs = "".join(p.read_text() for p in sweep.glob(".submitit/*/*_log.out"))
+    for num, name in enumerate(("rope_2d", "learned_1d", "alibi")):  # each job's own lines, in its own log
+        assert f"[job {num}] start: " in logs and f"encoding={name}" in logs, logs
+    assert (sweep / "0" / "outcome.txt").read_text().startswith("test/acc ")
+
+    report = run_command("vitpos.compare", f"runs={runs}", f"multirun=[{sweep}]", f"out={tmp_path / 'report'}")
+    assert report.code == 0, report.out + report.err
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "rope_2d" in md and "learned_1d" in md, md
+    (failed,) = [line for line in md.splitlines() if line.startswith(f"- `{sweep}/2`")]
+    assert "3 jobs, 1 failed:" in md and " encoding=alibi " in failed and "error: encoding: 'alibi' is for" in failed
+    metrics = sorted(runs.glob("shapes/vit_micro/*/seed0/metrics.json"))
+    assert [m.parents[1].name.split("-")[0] for m in metrics] == ["learned_1d", "rope_2d"]
+
+
+# 18 steps per epoch (576 training images after the validation split): a kill lands inside epoch 2
+PREEMPT = [
+    "data=shapes", "model=vit_micro", "encoding=rope_2d", "data.num_train=640", "data.num_test=64",
+    "data.val_size=64", "data.batch_size=32", "trainer.max_epochs=2", "trainer.enable_progress_bar=false",
+    "task.pictures=false", "eval.resolutions=[]",
+]  # fmt: skip
+
+
+def sweep_command(runs, sweep):
+    return [sys.executable, "train.py", *LOCAL, *PREEMPT, f"run.root={runs}", f"hydra.sweep.dir={sweep}"]
+
+
+def wait_for(predicate, proc, timeout=600):
+    start = time.monotonic()
+    while not predicate() and proc.poll() is None and time.monotonic() - start < timeout:
+        time.sleep(0.02)
+    return predicate()
+
+
+@pytest.mark.slow
+def test_a_preempted_job_resumes_on_resubmission_with_the_metrics_of_an_uninterrupted_run(tmp_path):
+    """The job's process (the one holding the run folder's ``.lock``) is killed with SIGKILL inside
+    epoch 2, as a preemption or a node failure would; the launching process then ends with
+    submitit's error naming the job, and the same sweep command again resumes the run from
+    ``last.ckpt`` (resume=auto; vitpos/run/resume.py). Its weights and metrics equal those of a
+    run that was never stopped (test_resume.py compares a plain run the same way)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    plain = run_command("train.py", *PREEMPT, f"run.root={tmp_path / 'plain'}", cwd=tmp_path)
+    assert plain.code == 0, plain.out + plain.err
+
+    runs, sweep = tmp_path / "runs", tmp_path / "multirun"
+    proc = subprocess.Popen(sweep_command(runs, sweep), cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    last = lambda: next(runs.rglob("checkpoints/last.ckpt"), None)  # noqa: E731
+    assert wait_for(lambda: last() is not None, proc), proc.communicate()[0]
+    lock = json.loads(next(runs.rglob(".lock")).read_text())
+    assert lock["pid"] != proc.pid  # the job runs in a process of its own
+    os.kill(lock["pid"], signal.SIGKILL)
+    first = proc.communicate(timeout=300)[0]
+    assert proc.returncode != 0 and "has not produced any output" in first, first[-3000:]
+    assert torch.load(last(), map_location="cpu", weights_only=True)["epoch"] == 0, "killed after epoch 2 ended"
+    assert not (last().parent.parent / "metrics.json").exists()
+
+    again = subprocess.run(sweep_command(runs, sweep), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"sweep {sweep}: 1 jobs, 0 failed, 0 missing, 1 finished" in again.stdout
+    logs = "".join(p.read_text() for p in sweep.glob(".submitit/*/*_log.*"))
+    assert "resuming from " in logs and "last.ckpt" in logs, logs[-3000:]
+
+    (resumed,) = runs.rglob("metrics.json")
+    (uninterrupted,) = (tmp_path / "plain").rglob("metrics.json")
+    assert resumed.relative_to(runs) == uninterrupted.relative_to(tmp_path / "plain")  # the same run folder
+
+    def scores(path):  # what was learned; time/* (minutes of fitting, evaluating) differs by nature
+        return {k: v for k, v in json.loads(path.read_text())["metrics"].items() if not k.startswith("time/")}
+
+    assert scores(resumed) == scores(uninterrupted) and len(scores(resumed)) >= 4
+    states = [torch.load(p.parent / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+              for p in (resumed, uninterrupted)]  # fmt: skip
+    assert states[0]["global_step"] == states[1]["global_step"] == 2 * 18
+    for name, value in states[1]["state_dict"].items():
+        assert torch.equal(states[0]["state_dict"][name], value), name
+
+
+# ------------------------------------------------------------ docs/cluster.md
+CLUSTER_PAGE = ROOT / "docs" / "cluster.md"
+
+
+def page_commands() -> list[list[str]]:
+    """The words after ``train.py`` of every command in the page's bash blocks (python, srun, torchrun)."""
+    blocks = re.findall(r"```bash\n(.*?)```", CLUSTER_PAGE.read_text(), re.S)
+    lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+    return [shlex.split(line)[shlex.split(line).index("train.py") + 1 :] for line in lines if " train.py " in line]
+
+
+def first_of_each_sweep(words: list[str]) -> list[str]:
+    """A sweep's overrides as one job of it: ``-m`` dropped, every comma list at its first value."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    kept = []
+    for override in OverridesParser.create().parse_overrides([w for w in words if w != "-m"]):
+        value = next(iter(override.sweep_string_iterator())) if override.is_sweep_override() else None
+        kept.append(f"{override.get_key_element()}={value}" if value is not None else override.input_line)
+    return kept
+
+
+@pytest.mark.parametrize("words", page_commands(), ids=lambda w: " ".join(w)[:60])
+def test_the_cluster_page_commands_compose(words):
+    """Every ``train.py`` command of docs/cluster.md composes with Hydra, its launcher options
+    included (``return_hydra_config``): a key that does not exist fails here. A DDP command's
+    processes per node and nodes agree with its trainer's, as Lightning checks on the cluster."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=first_of_each_sweep(words), return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    if "submitit" in str(launcher.get("_target_")):
+        assert cfg.hydra.sweep.dir and launcher.submitit_folder.endswith("/.submitit/%j")
+    if cfg.trainer.get("strategy") == "ddp" and "SlurmLauncher" in str(launcher.get("_target_")):
+        assert (launcher.tasks_per_node, launcher.nodes) == (cfg.trainer.devices, cfg.trainer.num_nodes)
+        assert launcher.gpus_per_node == launcher.tasks_per_node  # one process per GPU
+
+
+def test_the_cluster_page_has_its_commands_and_names_real_launcher_options():
+    """The page's SLURM sweep, DDP and dry-run commands are all there, and every option of its
+    table is one of the plugin's (``hydra.launcher.<option>``)."""
+    from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
+
+    commands = [" ".join(w) for w in page_commands()]
+    assert any("hydra/launcher=submitit_slurm" in c and "trainer.num_nodes=2" not in c for c in commands)
+    assert any("hydra/launcher=submitit_slurm" in c and "trainer.num_nodes=2" in c for c in commands)
+    assert any("hydra/launcher=submitit_local" in c for c in commands)
+    table = re.findall(r"^\| `(\w+)` \|", CLUSTER_PAGE.read_text(), re.M)
+    assert "partition" in table and "array_parallelism" in table
+    assert set(table) <= set(SlurmQueueConf.__dataclass_fields__), set(table) - set(SlurmQueueConf.__dataclass_fields__)
+
+
+@pytest.mark.slow
+def test_a_sweep_rerun_in_the_same_folder_reports_the_new_outcome_not_the_old_one(tmp_path):
+    """Resubmitting into the first sweep's folder (``hydra.sweep.dir=``, docs/cluster.md) replaces
+    a job's ``error.log`` of the earlier attempt: a job that now finishes is not listed as failed."""
+    sweep = tmp_path / "multirun"
+    common = ["-m", "data=shapes", "model=vit_micro", "debug=fast", f"run.root={tmp_path / 'runs'}",
+              f"hydra.sweep.dir={sweep}"]  # fmt: skip
+    first = run_command("train.py", *common, "encoding=alibi", cwd=tmp_path)  # alibi is for sequences: refused
+    assert first.code == 1 and f"sweep {sweep}: 1 jobs, 1 failed, 0 missing, 0 finished" in first.out, first.out
+    again = run_command("train.py", *common, "encoding=rope_2d", cwd=tmp_path)
+    assert again.code == 0, again.out + again.err
+    assert f"sweep {sweep}: 1 jobs, 0 failed, 0 missing, 1 finished" in again.out, again.out
+    assert not (sweep / "0" / "error.log").exists() and (sweep / "0" / "outcome.txt").exists()

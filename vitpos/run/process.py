@@ -1,0 +1,78 @@
+"""Other processes on this machine, as the run lock and the sweep's stop see them.
+
+- :func:`process_alive`: whether a process id names a live process. A zombie (killed, not yet
+  reaped by its parent) is not alive; with ``started`` (:func:`start_time`, recorded when the
+  process took a lock) a live process that started at another time is not that process either:
+  the id was reused after the holder died.
+- :func:`child_pids`: this process's direct children (a joblib sweep's workers).
+- :func:`ignores`: whether a process ignores or blocks a signal (loky's and multiprocessing's
+  resource trackers ignore SIGINT and SIGTERM: waiting for them to end would wait for nothing).
+
+Read from ``/proc`` (Linux); elsewhere a process is alive when ``os.kill(pid, 0)`` says so, its
+start time is unknown and it has no children that can be found.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat`` from its third field (the state) on, or None when unreadable.
+    The second field, the command name in parentheses, may hold spaces: split after it."""
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields is not None and len(fields) > 19 else None
+
+
+def process_alive(pid: int, started: int | None = None) -> bool:
+    """Whether ``pid`` is a live process (and, given ``started``, the one that started then)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        pass
+    fields = stat_fields(pid)
+    if fields is None:  # no /proc: os.kill's word
+        return True
+    if fields[0] in ("Z", "X"):  # zombie or dead: gone, only not yet reaped
+        return False
+    return started is None or len(fields) <= 19 or fields[19] == str(started)
+
+
+def child_pids() -> list[int]:
+    """The live direct children of this process."""
+    me = str(os.getpid())
+    try:
+        entries = [e.name for e in os.scandir(PROC) if e.name.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for name in entries:
+        fields = stat_fields(int(name))
+        if fields is not None and fields[1] == me and fields[0] not in ("Z", "X"):
+            found.append(int(name))
+    return found
+
+
+def ignores(pid: int, signum: int) -> bool:
+    """Whether ``pid`` ignores or blocks ``signum`` (``SigIgn``/``SigBlk`` of ``/proc/<pid>/status``)."""
+    try:
+        lines = (PROC / str(pid) / "status").read_text().splitlines()
+    except OSError:
+        return False
+    bit = 1 << (int(signum) - 1)
+    masks = [int(line.split()[1], 16) for line in lines if line.startswith(("SigIgn:", "SigBlk:"))]
+    return any(mask & bit for mask in masks)

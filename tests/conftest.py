@@ -137,6 +137,16 @@ def run_command(prog: str, *argv: str, cwd: Path | None = None) -> Ran:
     return Ran(code, out.getvalue(), err.getvalue())
 
 
+def finished_run(root: Path, *overrides: str) -> Path:
+    """Train ``python train.py OVERRIDES run.root=ROOT`` in ROOT's parent folder and return the one
+    run folder it made (where its ``metrics.json`` is); a run that does not finish fails the test
+    with its output."""
+    ran = run_command("train.py", *overrides, f"run.root={root}", cwd=root.parent)
+    assert ran.code == 0, ran.out + ran.err
+    (status,) = root.rglob("metrics.json")
+    return status.parent
+
+
 def cifar_root() -> Path | None:
     """The unpacked shared CIFAR-10 copy, or None (tests then skip, saying why;
     with VITPOS_REQUIRE_DATA=1, as in CI, they fail instead)."""

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CONFIGS, ROOT, compose_train, run_command, train_py
+from conftest import CONFIGS, ROOT, compose_train, finished_run, run_command, train_py
 from hydra.errors import HydraException
 
 from vitpos.cli import override_error
@@ -249,10 +249,7 @@ def files_under(folder: Path) -> dict[str, int]:
 def tiny_run(tmp_path_factory):
     """(run.root, run folder) of one finished $TINY run."""
     root = tmp_path_factory.mktemp("tiny") / "runs"
-    ran = run_command("train.py", *TINY, f"run.root={root}", cwd=root.parent)
-    assert ran.code == 0, ran.out + ran.err
-    (status,) = root.rglob("metrics.json")
-    return root, status.parent
+    return root, finished_run(root, *TINY)
 
 
 def test_run_model_cannot_leave_run_root(tmp_path):

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY_SHAPES_RUN, run_command
+from conftest import ROOT, TINY_SHAPES_RUN, finished_run, run_command
 
 # a run of a few seconds: two epochs, so that a fault at epoch 1 leaves epoch 0 to continue from
 TINY = [*TINY_SHAPES_RUN, "trainer.max_epochs=2"]
@@ -85,11 +85,9 @@ def tmpfs(tmp_path):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[dict, int]:
     """(metrics, checkpoint size in bytes) of the $TINY run that met no fault."""
-    root = tmp_path_factory.mktemp("reference") / "R"
-    ran = run_command("train.py", *TINY, f"run.root={root}", cwd=root.parent)
-    assert ran.code == 0, ran.out + ran.err
-    (status,) = root.rglob("metrics.json")
-    return json.loads(status.read_text())["metrics"], (status.parent / "checkpoints" / "last.ckpt").stat().st_size
+    folder = finished_run(tmp_path_factory.mktemp("reference") / "R", *TINY)
+    metrics = json.loads((folder / "metrics.json").read_text())["metrics"]
+    return metrics, (folder / "checkpoints" / "last.ckpt").stat().st_size
 
 
 def assert_same_metrics(folder: Path, reference: dict) -> None:
@@ -230,3 +228,16 @@ def test_file_size_limit_for_a_checkpoint(tmp_path, reference):
     again = run_command("train.py", *TINY, f"run.root={root}", cwd=tmp_path)  # no limit: this process's
     assert again.code == 0, again.out + again.err
     assert_same_metrics(folder, reference[0])
+
+
+@needs_mount
+def test_no_space_left_for_the_decoded_data_cache_warns_and_the_run_goes_on(tmpfs):
+    """The decoded-data cache is an optimisation: a full disk costs the next run a decode, never
+    this run. ``torch.save`` reports a failed write as a RuntimeError, not an OSError."""
+    from vitpos.data import tensor_cache
+
+    mount(tmpfs, "size=1m")
+    tensors = {"images": torch.zeros(4 * 2**20, dtype=torch.uint8)}  # 4 MiB into 1 MiB
+    with pytest.warns(RuntimeWarning, match="could not write the decoded-data cache"):
+        tensor_cache.save(tmpfs / "cache.pt", "fingerprint", tensors)
+    assert list(tmpfs.iterdir()) == []  # no partial file, no temporary one

@@ -1,4 +1,4 @@
-"""Typed options: every plain number option is declared once (vitpos/checks/options.py) and
+"""Typed options: every plain number and true/false option is declared once (vitpos/checks/options.py) and
 checked by one function, which refuses ``true``/``false`` for an integer option (Python counts
 them as 1 and 0, so ``data.train_len=true`` would train on sequences of one token).
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import CONFIGS, ROOT
 from hydra import compose, initialize_config_dir
 
-from vitpos.checks.options import IMAGE, OPTIONS, SEQUENCE, Int, Number, check_options, is_integer
+from vitpos.checks.options import IMAGE, OPTIONS, SEQUENCE, Flag, Int, Number, check_options, is_integer
 from vitpos.errors import UserError
 from vitpos.validate import validate
 
@@ -72,11 +72,23 @@ def test_no_number_option_takes_a_boolean(option):
         ("optim.betas", "[0.9,x]", "optim.betas[1]: expected a number, got 'x' (e.g. optim.betas=[0.9,0.999])"),
         ("data.augment_magnitude", "31", "data.augment_magnitude: must be an integer >= 0 and <= 30, got 31"),
         ("trainer.gradient_clip_val", "-1", "trainer.gradient_clip_val: must be a finite number >= 0, got -1"),
+        ("optim.betas", "[0.9]", "optim.betas: must be a list of 2, got 1: [0.9] (e.g. optim.betas=[0.9,0.999])"),
     ],
 )
 def test_text_in_a_number_option_is_refused_before_training(option, value, message):
     """Options the config fuzzer found unchecked (tests/test_config_fuzz.py): text there failed in training."""
     assert refusal(*SHAPES, f"{option}={value}").startswith(message)
+
+
+FLAGS = [option for option, spec in OPTIONS.items() if isinstance(spec, Flag)]
+
+
+@pytest.mark.parametrize("option", FLAGS)
+@pytest.mark.parametrize(("word", "shown"), [("yes", "'yes'"), ("'false'", "'false'"), ("1", "1")])
+def test_no_true_false_option_takes_text_or_a_number(option, word, shown):
+    """``task.pictures=yes`` or a quoted ``'false'`` would be text, which Python counts as true."""
+    message = refusal(*TASK[OPTIONS[option].task], f"++{option}={word}")
+    assert message == f"{option}: must be true or false, got {shown} (e.g. {option}=true)"
 
 
 def test_the_table_names_options_the_configs_have():

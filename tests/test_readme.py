@@ -124,6 +124,9 @@ SKIP = {
     "python train.py -m experiment=compare_cifar_full encoding=rope_2d seed=0 trainer=ddp": (
         "two SLURM nodes of 4 GPUs each; tests/test_ddp_torchrun.py runs the DDP path on CPU processes"
     ),
+    "python train.py -m experiment=compare_cifar_gpu seed=0,1 hydra/launcher=submitit_slurm": (
+        "a SLURM cluster with GPUs; tests/test_submitit.py composes it (no joblib option left with the launcher)"
+    ),
     "srun": "inside a SLURM allocation of GPU nodes",
     "torchrun --nnodes=2": "two GPU nodes; tests/test_ddp_torchrun.py runs the DDP path on CPU processes",
     "OMP_NUM_THREADS=1 torchrun --standalone": (

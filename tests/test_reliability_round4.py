@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from ckpt_factory import SEQUENCE, make_evil_checkpoint
-from conftest import TINY_SHAPES_RUN, compose_train, run_command
+from conftest import TINY_SHAPES_RUN, compose_train, finished_run, run_command
 
 # a finished image run of a few seconds
 IMAGE = [*TINY_SHAPES_RUN, "trainer.max_epochs=1"]
@@ -57,10 +57,7 @@ def image_folder(root: Path, *extra: str) -> Path:
 def image_run(tmp_path_factory) -> tuple[Path, Path]:
     """(run.root, run folder) of one finished IMAGE run."""
     root = tmp_path_factory.mktemp("image") / "R"
-    ran = run_command("train.py", *IMAGE, f"run.root={root}", cwd=root.parent)
-    assert ran.code == 0, ran.out + ran.err
-    (status,) = root.rglob("metrics.json")
-    return root, status.parent
+    return root, finished_run(root, *IMAGE)
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +120,9 @@ def test_compare_out_names_an_existing_file(tmp_path):
     before = files_under(tmp_path)
     ran = run_command("vitpos.compare", f"runs={tmp_path / 'runs'}", f"out={report}", cwd=tmp_path)
     one_error(ran, f"out={report}: is a file, not a folder", "pass out=<a folder>")
+    assert files_under(tmp_path) == before and report.read_text() == "my notes\n"
+    inside = run_command("vitpos.compare", f"runs={tmp_path / 'runs'}", f"out={report}/sub", cwd=tmp_path)
+    one_error(inside, f"out={report}/sub: lies inside the file {report}, not a folder", "pass out=<a folder>")
     assert files_under(tmp_path) == before and report.read_text() == "my notes\n"
 
 

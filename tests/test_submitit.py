@@ -158,6 +158,8 @@ def test_the_cluster_page_commands_compose(words):
     launcher = cfg.hydra.launcher
     if "submitit" in str(launcher.get("_target_")):
         assert cfg.hydra.sweep.dir and launcher.submitit_folder.endswith("/.submitit/%j")
+    if "submitit" in str(launcher.get("_target_")):  # the GPU recipe's joblib waves went with their launcher
+        assert "n_jobs" not in launcher
     if cfg.trainer.get("strategy") == "ddp" and "SlurmLauncher" in str(launcher.get("_target_")):
         assert (launcher.tasks_per_node, launcher.nodes) == (cfg.trainer.devices, cfg.trainer.num_nodes)
         assert launcher.gpus_per_node == launcher.tasks_per_node  # one process per GPU

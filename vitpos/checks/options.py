@@ -1,4 +1,4 @@
-"""The typed options: one table of every plain number option (its type and bounds), one check.
+"""The typed options: one table of every plain number and true/false option (its type and bounds), one check.
 
 Python counts ``True`` and ``False`` as the integers 1 and 0, and YAML turns ``true`` into
 ``True``: an integer option written as ``data.train_len=true`` would train on sequences of one
@@ -40,6 +40,7 @@ class Int:
     fix: str | None = None  # default: e.g. <option>=<example>
     unless: str | None = None  # an option that, when set, makes this one unused (trainer.fast_dev_run)
     maximum: int | None = None
+    length: int | None = None  # items: exactly this many
 
     def problem(self, value) -> str | None:
         if value is None and self.null:
@@ -63,6 +64,7 @@ class Number:
     fix: str | None = None
     items: bool = False
     unless: str | None = None
+    length: int | None = None  # items: exactly this many
 
     def problem(self, value) -> str | None:
         if value is None and self.null:
@@ -76,8 +78,24 @@ class Number:
         return f"must be a finite number {'>' if self.above else '>='} {self.low}, got {value}"
 
 
-#: every plain number option, in the order they are checked
-OPTIONS: dict[str, Int | Number] = {
+@dataclass(frozen=True)
+class Flag:
+    """``true`` or ``false``, nothing else: YAML and Hydra read ``yes``, ``on`` or ``"false"`` as
+    text, which Python counts as true, and ``0``/``1`` as integers."""
+
+    task: str | None = None
+    unless: str | None = None
+    example: str = "true"
+    fix: str | None = None
+    items: bool = False
+    length: int | None = None
+
+    def problem(self, value) -> str | None:
+        return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+
+
+#: every plain number and true/false option, in the order they are checked
+OPTIONS: dict[str, Int | Number | Flag] = {
     "optim.lr": Number("1e-3", above=True, null=False),
     "optim.weight_decay": Number(0),
     "optim.warmup_epochs": Number(0),
@@ -112,7 +130,7 @@ OPTIONS: dict[str, Int | Number] = {
     "model.drop_path": Number(0.1, below=1, null=False),
     "model.dropout": Number(0.0, below=1, null=False),
     "model.embed_std": Number(0.1, null=False, task=SEQUENCE),
-    "optim.betas": Number("[0.9,0.999]", below=1, null=False, items=True),
+    "optim.betas": Number("[0.9,0.999]", below=1, null=False, items=True, length=2),  # AdamW's (beta1, beta2)
     "optim.min_lr_ratio": Number(0.01, null=False),
     "data.num_classes": Int(10, task=IMAGE),
     "data.cell": Int(4, task=IMAGE),
@@ -127,6 +145,17 @@ OPTIONS: dict[str, Int | Number] = {
     "trainer.gradient_clip_val": Number(1.0),
     "trainer.log_every_n_steps": Int(20),
     "trainer.check_val_every_n_epoch": Int(1, null=True),
+    "model.compile": Flag(),
+    "model.causal": Flag(task=SEQUENCE),
+    "model.zero_token_embeddings": Flag(task=SEQUENCE),
+    "task.pictures": Flag(),
+    "task.ema_warmup": Flag(task=IMAGE),
+    "task.flip_tta": Flag(task=IMAGE),
+    "trainer.enable_progress_bar": Flag(),
+    "data.on_device": Flag(task=IMAGE),
+    "data.hflip": Flag(task=IMAGE),
+    "data.download": Flag(task=IMAGE),
+    "data.anchor": Flag(task=SEQUENCE),
 }
 
 
@@ -143,7 +172,7 @@ def lookup(c: dict, option: str):
     return node
 
 
-def check_value(option: str, spec: Int | Number, value) -> None:
+def check_value(option: str, spec: Int | Number | Flag, value) -> None:
     """Raise :class:`UserError` when ``value`` does not fit ``spec``."""
     fix = spec.fix or f"e.g. {option}={spec.example}"
     if not spec.items:
@@ -159,6 +188,8 @@ def check_value(option: str, spec: Int | Number, value) -> None:
         problem = spec.problem(item)
         if problem:
             raise UserError(f"{option}[{i}]", problem, fix)
+    if spec.length is not None and len(value) != spec.length:
+        raise UserError(option, f"must be a list of {spec.length}, got {len(value)}: {value!r}", fix)
 
 
 def check_options(c: dict, image: bool) -> None:
@@ -170,7 +201,7 @@ def check_options(c: dict, image: bool) -> None:
             check_value(option, spec, value)
 
 
-def _used(c: dict, spec: Int | Number, task: str) -> bool:
+def _used(c: dict, spec: Int | Number | Flag, task: str) -> bool:
     """Whether ``task`` uses the option, and no option (``trainer.fast_dev_run``) makes it unused."""
     if spec.task not in (None, task):
         return False

@@ -139,6 +139,15 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     frame.drop(columns=[c for c in PROTOCOL if c in frame]).to_csv(path, index=False)
 
 
+def refuse_a_file_for_the_report(out: Path) -> None:
+    """The report is a folder: ``out`` naming a file, or a path through one, is refused before
+    anything is read or written (the file is left untouched)."""
+    blocking = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        what = "is a file, not a folder" if blocking == out else f"lies inside the file {blocking}, not a folder"
+        raise NotADirectoryError(f"out={out}: {what} (pass out=<a folder> for report.md, the CSVs and the plots)")
+
+
 def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: list | None = None) -> Comparison:
     """Read every run under ``runs_dir`` (and the Hydra jobs under ``runs_dir`` and
     ``multirun``), write the report to ``out_dir`` (default ``runs_dir/report``) and
@@ -147,6 +156,7 @@ def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: l
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: no such folder; pass the folder your runs are in (run.root, e.g. runs/)")
     out = Path(out_dir) if out_dir is not None else runs_dir / "report"
+    refuse_a_file_for_the_report(out)
     jobs = find_jobs([runs_dir, *map(Path, multirun or [])])
     runs = find_runs(runs_dir, skip=out)
     runs = [read_run(r) for r in runs + runs_of_jobs(jobs, runs)]  # a multirun folder: its jobs' runs too
@@ -211,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv, CompareOptions, prog="python -m vitpos.compare")
     try:
         result = compare(opts.runs, opts.out, expand_paths("multirun", opts.multirun))
-    except FileNotFoundError as err:
+    except (FileNotFoundError, NotADirectoryError) as err:  # no runs; out= a file (refused before writing)
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(result.report)

@@ -77,7 +77,8 @@ def save(path: Path, fingerprint: str, tensors: dict[str, torch.Tensor]) -> None
         _remove_stale_tmp(path)
         with atomic_path(path) as tmp:  # no fsync: should a power cut leave the file hollow, its checksum catches it
             torch.save(payload, tmp)  # by name: torch's own writer, faster than through a Python file object
-    except OSError as err:  # read-only folder, disk full: the run goes on, the next one decodes again
+    except (OSError, RuntimeError) as err:  # read-only folder, disk full (torch.save: a RuntimeError): the run
+        # goes on, the next one decodes again
         warnings.warn(
             f"could not write the decoded-data cache {path} ({err}); the next run will decode the images again",
             RuntimeWarning,

@@ -9,7 +9,6 @@ bad input, or a model no range exports, leaves nothing behind.
 from __future__ import annotations
 
 import io
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ import torch
 from vitpos.cli import option, parse_options
 from vitpos.errors import UserError
 from vitpos.files import atomic_path
-from vitpos.run.checkpoint import find_checkpoints, task_kind
+from vitpos.run.checkpoint import newest_checkpoint, task_kind
 from vitpos.sizes import as_hw
 from vitpos.tasks.build import from_checkpoint
 
@@ -57,15 +56,6 @@ class ExportOptions:
                          choices=list(FORMATS))  # fmt: skip
     strategy: str | None = option(None, "the encoding's strategy for sizes other than the training size",
                                   metavar="NAME", default_text="the run's own")  # fmt: skip
-
-
-def newest_checkpoint(pattern: str) -> Path:
-    """The one checkpoint ``ckpt=`` names; of several (a folder, a pattern), the newest, said aloud."""
-    paths = [hit.path for hit in find_checkpoints([pattern])]
-    if len(paths) > 1:
-        paths.sort(key=os.path.getmtime, reverse=True)
-        print(f"ckpt={pattern} matches {len(paths)} checkpoints; exporting the newest, {paths[0]}")
-    return paths[0]
 
 
 def check_options(opts: ExportOptions) -> Path:
@@ -139,7 +129,7 @@ def report(result: Exported, out: Path, geo) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv, ExportOptions, prog="python -m vitpos.export", usage="ckpt=PATH [key=value ...]")
     out = check_options(opts)
-    path = newest_checkpoint(opts.ckpt)
+    path = newest_checkpoint(opts.ckpt, "exporting")
     model, cfg = load_image_model(path, opts.strategy)
     geo = geometry_of(model, as_hw(cfg["data"]["img_size"], "data.img_size"))
     encoding = getattr(model, "pos", None)

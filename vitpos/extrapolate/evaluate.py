@@ -109,21 +109,17 @@ def evaluate_sizes(
     precision: str | int | None = None,
     timings: dict | None = None,
 ) -> dict[str, float]:
-    """Accuracy (and loss) of ``module`` for every strategy x size.
-
-    ``module`` provides ``encoding`` and ``evaluate_batch(batch) -> (loss_sum,
-    correct, count)``; ``datamodule`` provides ``test_dataloader_at(size)`` and
-    optionally ``prepare_batch(batch, train=False)``. A strategy that refuses a
-    size records NaN and its reason is printed. ``max_batches``: only the first
-    that many test batches per size (smoke runs: ``fast_dev_run``, ``debug=fast``);
-    None = the whole test set. Runs under ``torch.inference_mode`` with the
-    datamodule's eval batch size, and under autocast when ``precision`` is a
-    Lightning mixed precision (``bf16-mixed``, ``16-mixed``): the precision the
+    """Accuracy (and loss) of ``module`` for every strategy x size. ``module`` provides ``encoding`` and
+    ``evaluate_batch(batch) -> (loss_sum, correct, count)``; ``datamodule`` provides
+    ``test_dataloader_at(size)`` and optionally ``prepare_batch(batch, train=False)``. A strategy that
+    refuses a size records NaN and its reason is printed. ``max_batches``: only the first that many
+    test batches per size (smoke runs: ``fast_dev_run``, ``debug=fast``); None = the whole test set.
+    Runs under ``torch.inference_mode`` with the datamodule's eval batch size, and under autocast when
+    ``precision`` is a Lightning mixed precision (``bf16-mixed``, ``16-mixed``): the precision the
     run's own test used, so the scores at every size match ``test/acc``'s. ``timings``: a dict that
     receives ``(seconds, count scored)`` per size (keyed as the progress bar shows it: ``16``,
     ``16x32``, ``256``), summed over the strategies: where the evaluation's time went (the count:
-    images, or scored tokens of sequences).
-    """
+    images, or scored tokens of sequences)."""
     from tqdm.auto import tqdm
 
     pe = module.encoding

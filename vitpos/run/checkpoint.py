@@ -64,6 +64,17 @@ def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
     return found
 
 
+def newest_checkpoint(value: str, doing: str) -> Path:
+    """The one checkpoint a tool works on when ``ckpt=value`` names several (a run folder, a
+    pattern; :func:`find_checkpoints`): the newest, said aloud with the others named (``doing``:
+    the tool's verb, ``drawing``, ``exporting``)."""
+    paths = sorted((hit.path for hit in find_checkpoints([value])), key=lambda p: p.stat().st_mtime, reverse=True)
+    if len(paths) > 1:
+        others = "\n".join(f"  {p}" for p in paths[1:])
+        print(f"ckpt={value} matches {len(paths)} checkpoints; {doing} the newest, {paths[0]}; the others:\n{others}")
+    return paths[0]
+
+
 def load_checkpoint(path: str | Path) -> dict:
     """The checkpoint at ``path`` as a dict, loaded on the CPU with ``weights_only=True``.
 

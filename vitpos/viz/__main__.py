@@ -5,7 +5,6 @@ The options and the ``--help`` text are :class:`VizOptions`.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import torch
 
 from vitpos.cli import option, parse_options, run_main
 from vitpos.errors import UserError
-from vitpos.run.checkpoint import find_checkpoints
+from vitpos.run.checkpoint import newest_checkpoint
 from vitpos.sizes import as_hw
 from vitpos.tasks.build import from_checkpoint
 
@@ -79,19 +78,8 @@ def parse_args(argv: list[str] | None) -> VizOptions:
     if (args.ckpt is None) == (args.encoding is None):
         raise UserError("ckpt/encoding", "give exactly one of ckpt=PATH or encoding=NAME", "--help for the usage")
     if args.ckpt is not None:
-        args.ckpt = str(newest_checkpoint(args.ckpt))
+        args.ckpt = str(newest_checkpoint(args.ckpt, "drawing"))
     return args
-
-
-def newest_checkpoint(pattern: str) -> Path:
-    """The one checkpoint ``ckpt=`` names (:func:`vitpos.run.checkpoint.find_checkpoints`: a file, a run
-    folder or a glob pattern); of several, the newest (and say so)."""
-    paths = [hit.path for hit in find_checkpoints([pattern])]
-    if len(paths) > 1:
-        paths.sort(key=os.path.getmtime, reverse=True)
-        others = "\n".join(f"  {p}" for p in paths[1:])
-        print(f"ckpt={pattern} matches {len(paths)} checkpoints; drawing the newest, {paths[0]}; not drawn:\n{others}")
-    return paths[0]
 
 
 def clear_pictures(out: Path) -> None:

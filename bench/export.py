@@ -2,8 +2,9 @@
 against PyTorch eager, and onnxruntime's CPU latency for one image against eager's: the table of
 docs/export.md (``write=true`` rewrites it there).
 
-Each encoding (the list of configs/sweep/image_encodings.yaml, with its default strategy) is put in
-the same tiny ViT (:data:`TINY`: 16x16 images, patch 4, width 32, 2 blocks) and exported by
+Each encoding (the list of configs/sweep/image_encodings.yaml), with each of its strategies for
+unseen sizes (the ones the extrapolation evaluates: ``eval.strategies=all``), is put in the same
+tiny ViT (:data:`TINY`: 16x16 images, patch 4, width 32, 2 blocks) and exported by
 :func:`vitpos.export.export_model`, which keeps the broadest size range whose graph agrees with the
 eager model. tests/test_export_table.py recomputes every row but the latencies and compares it with
 the committed page; latencies depend on the machine and are never asserted.
@@ -22,8 +23,10 @@ from omegaconf import OmegaConf
 
 from bench.timing import interleaved_medians
 from vitpos.cli import option, parse_options, run_main
+from vitpos.errors import UserError
 from vitpos.export import FORMATS, Exported, ExportFailed, export_model, geometry_of
 from vitpos.export.graph import ort_session
+from vitpos.extrapolate.evaluate import choose_strategies
 from vitpos.models import VisionTransformer
 from vitpos.tables import markdown_table
 
@@ -46,10 +49,21 @@ def image_encodings() -> list[str]:
     return [name.strip() for name in str(OmegaConf.load(ENCODINGS)["encoding"]).split(",")]
 
 
-def tiny_model(name: str) -> VisionTransformer:
-    """The :data:`TINY` ViT with the encoding ``name`` (its default strategy), seeded, in eval mode."""
+def tiny_model(name: str, strategy: str | None = None) -> VisionTransformer:
+    """The :data:`TINY` ViT with the encoding ``name`` and ``strategy`` (default: the encoding's),
+    seeded, in eval mode."""
     torch.manual_seed(0)
-    return VisionTransformer({"name": name}, **TINY).eval()
+    model = VisionTransformer({"name": name}, **TINY).eval()
+    if strategy is not None:
+        model.pos.strategy = strategy
+    return model
+
+
+def table_keys(names: list[str], strategies: str = "all") -> list[tuple[str, str]]:
+    """(encoding, strategy) of every row: each encoding with every distinct strategy it offers
+    (``all``, default first; ``error`` left out: it refuses every other size), or its default."""
+    keys = [(name, s) for name in names for s in choose_strategies(tiny_model(name).pos, strategies)]
+    return [(name, tiny_model(name, s).pos.strategy) for name, s in keys]  # the name the model reports
 
 
 @dataclass
@@ -62,9 +76,10 @@ class Row:
     latency: tuple[float, float] | None = None  # (onnxruntime, eager) seconds for one image
 
 
-def export_row(name: str, latency: bool = True, repeats: int = 50) -> Row:
-    """Export the tiny model of ``name`` in every format; time ONNX against eager if asked."""
-    model = tiny_model(name)
+def export_row(name: str, strategy: str | None = None, latency: bool = True, repeats: int = 50) -> Row:
+    """Export the tiny model of ``name`` with ``strategy`` in every format; time ONNX against
+    eager if asked."""
+    model = tiny_model(name, strategy)
     geo = geometry_of(model, (TINY["img_size"], TINY["img_size"]))
     graphs: dict[str, Exported | str] = {}
     traces: dict = {}  # one torch.export trace per range, for both formats
@@ -83,7 +98,8 @@ def export_row(name: str, latency: bool = True, repeats: int = 50) -> Row:
             with torch.inference_mode():
                 model(image)
 
-        times = interleaved_medians({"onnx": lambda: session.run(None, feed), "eager": eager}, repeats, desc=name)
+        desc = f"{name} {model.pos.strategy}"
+        times = interleaved_medians({"onnx": lambda: session.run(None, feed), "eager": eager}, repeats, desc=desc)
         row.latency = (times["onnx"], times["eager"])
     return row
 
@@ -129,12 +145,12 @@ def render(rows: list[Row], note: str) -> str:
     return markdown_table(HEADER, [cells(r) for r in rows]) + "\n\n" + where + "\n"
 
 
-def committed_rows(text: str) -> dict[str, list[str]]:
-    """The rows of the table in a page's block, by encoding name (the first cell without backticks)."""
+def committed_rows(text: str) -> dict[tuple[str, str], list[str]]:
+    """The rows of the table in a page's block, by (encoding, strategy): the first two cells."""
     start, end = text.index(OPEN) + len(OPEN), text.index(CLOSE)
     lines = [line for line in text[start:end].splitlines() if line.startswith("| `")]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
-    return {r[0].strip("`"): r for r in rows}
+    return {(r[0].strip("`"), r[1]): r for r in rows}
 
 
 def refresh(text: str, table: str) -> str:
@@ -145,16 +161,18 @@ def refresh(text: str, table: str) -> str:
 
 @dataclass
 class ExportBenchOptions:
-    """Export every image encoding in a tiny ViT to ONNX and torch.export, check both against
-    PyTorch eager at three sizes, time onnxruntime (CPU) against eager for one image, and print
-    the table of docs/export.md (write=true rewrites it there).
+    """Export every image encoding, with each of its strategies, in a tiny ViT to ONNX and
+    torch.export, check both against PyTorch eager at three sizes, time onnxruntime (CPU) against
+    eager for one image, and print the table of docs/export.md (write=true rewrites it there).
 
     Examples:
-      python -m bench.export encodings=[none,rope_2d] repeats=5
+      python -m bench.export encodings=[none,rope_2d] strategies=default repeats=5
     """
 
     encodings: list[str] | None = option(None, "the encodings", metavar="[NAME,...]", example="[rope_2d]",
                                          default_text="configs/sweep/image_encodings.yaml")  # fmt: skip
+    strategies: str = option("all", "each encoding's strategies: all, or its default only",
+                             choices=["all", "default"])  # fmt: skip
     repeats: int = option(50, "timed rounds per encoding")
     threads: int | None = option(None, "torch and onnxruntime threads", default_text="torch's choice")
     note: str = option("", "appended to the machine line (e.g. measured beside a training sweep)")
@@ -165,7 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv, ExportBenchOptions, prog="python -m bench.export")
     if opts.threads:
         torch.set_num_threads(opts.threads)
-    rows = [export_row(name, repeats=opts.repeats) for name in opts.encodings or image_encodings()]
+    if opts.write and (opts.encodings or opts.strategies != "all"):
+        raise UserError("write", "the page's table holds every encoding and strategy, not a subset",
+                        "drop encodings= and strategies= to rewrite it")  # fmt: skip
+    keys = table_keys(opts.encodings or image_encodings(), opts.strategies)
+    rows = [export_row(name, strategy, repeats=opts.repeats) for name, strategy in keys]
     table = render(rows, opts.note)
     print(table)
     if opts.write:

@@ -1,4 +1,5 @@
-"""The table of docs/export.md is what exporting every image encoding gives now: for each, the size
+"""The table of docs/export.md is what exporting every image encoding gives now, with each of its
+strategies (bench/export.py's ``table_keys``): for each, the size
 ranges of its ONNX and torch.export graphs, and at every size shown a difference from the eager
 model within 1e-4 where the committed table has one. The latency columns depend on the machine
 and are never compared (``python -m bench.export write=true`` rewrites the whole table)."""
@@ -7,15 +8,28 @@ from __future__ import annotations
 
 import pytest
 
-from bench.export import CHECKED, HEADER, PAGE, SHOWN, cells, committed_rows, export_row, image_encodings
+from bench.export import CHECKED, HEADER, PAGE, SHOWN, cells, committed_rows, export_row, image_encodings, table_keys
 from vitpos.export import TOLERANCE, Exported
 
 COMMITTED = committed_rows(PAGE.read_text())
+KEYS = table_keys(image_encodings())
 
 
-def test_the_table_lists_every_image_encoding_once():
-    assert list(COMMITTED) == image_encodings()
+def test_the_table_lists_every_image_encoding_with_each_strategy_once():
+    assert list(COMMITTED) == KEYS
+    assert len(KEYS) > len(image_encodings())  # more strategies than the defaults
+    assert {name for name, _ in KEYS} == set(image_encodings())
     assert all(len(row) == len(HEADER) for row in COMMITTED.values())
+
+
+def test_no_onnx_graph_claims_sizes_its_trace_refuses():
+    """The ONNX graph comes from the torch.export trace, without its guards: its range is never
+    broader than the program's (vitpos/export/graph.py). ``rope_2d`` with ``ntk`` branches on the
+    grid in Python, so both are fixed-size, where the ONNX check alone passed at every size."""
+    order = ["any", "≥ 16x16", "16x16 only", "fails"]
+    for key, row in COMMITTED.items():
+        assert order.index(row[2]) >= order.index(row[3]), f"{key}: ONNX {row[2]}, torch.export {row[3]}"
+    assert COMMITTED[("rope_2d", "ntk")][2:4] == ["16x16 only", "16x16 only"]
 
 
 def agrees(committed: str, fresh: str) -> bool:
@@ -26,10 +40,10 @@ def agrees(committed: str, fresh: str) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", image_encodings())
-def test_committed_row_is_what_exporting_gives(name):
-    row = export_row(name, latency=False)
-    fresh, committed = cells(row), COMMITTED[name]
+@pytest.mark.parametrize("name, strategy", KEYS, ids=[f"{n}-{s}" for n, s in KEYS])
+def test_committed_row_is_what_exporting_gives(name, strategy):
+    row = export_row(name, strategy, latency=False)
+    fresh, committed = cells(row), COMMITTED[(name, strategy)]
     assert fresh[:4] == committed[:4], f"{name}: ranges differ; run python -m bench.export write=true"
     for column, size in zip(range(4, CHECKED), SHOWN):
         assert agrees(committed[column], fresh[column]), f"{name} at {size}: {committed[column]} vs {fresh[column]}"

@@ -5,7 +5,8 @@ The sweep command runs in process (``train.py``'s ``main``); its jobs are submit
 processes. The jobs' lines go to their logs under ``<sweep>/.submitit/``, and the sweep's
 summary (vitpos/run/sweep.py) is printed by the launching process from the job folders:
 finished (``outcome.txt``), failed (``error.log``) or missing (neither: a killed job).
-The preemption test kills a job's process (a real signal) and resubmits the sweep.
+The preemption test kills a job's process (a real signal): the sweep waits for the other job and
+lists the killed one as missing (hydra_plugins/vitpos_submitit), and resubmitting resumes it.
 """
 
 import json
@@ -60,16 +61,78 @@ def test_two_jobs_finish_a_failed_one_is_reported_and_compare_lists_them(tmp_pat
     assert [m.parents[1].name.split("-")[0] for m in metrics] == ["learned_1d", "rope_2d"]
 
 
+class FakeJob:
+    """A submitit job as the launcher sees it: ``results()`` returns or raises."""
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def results(self):
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return [self.outcome]
+
+
+def test_every_job_is_waited_for_and_a_dead_one_is_left_missing_or_failed(tmp_path):
+    """hydra_plugins/vitpos_submitit: the jobs after a dead one are still collected; a killed job's
+    folder exists with neither result file (missing), a job that raised outside train.py gets its
+    last line in ``error.log`` (failed), and every JobReturn is completed, so Hydra raises nothing."""
+    from hydra.core.utils import JobReturn, JobStatus
+    from submitit.core.utils import FailedJobError, UncompletedJobError
+
+    from hydra_plugins.vitpos_submitit.tolerant import wait_for_every_job
+
+    done = JobReturn()
+    done.status, done.return_value = JobStatus.COMPLETED, {"test/acc": 0.5}
+    crashed = FailedJobError("Traceback (most recent call last):\n  ...\nMemoryError: out of memory")
+    jobs = [FakeJob(UncompletedJobError("Job 7 has not produced any output")), FakeJob(crashed), FakeJob(done)]
+    returns = wait_for_every_job(jobs, 3, tmp_path)
+    assert returns[2] is done and [r.status for r in returns] == [JobStatus.COMPLETED] * 3
+    assert returns[0].return_value is None and returns[1].return_value is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["3", "4"]  # job 5 finished: its folder is its own
+    assert list((tmp_path / "3").iterdir()) == []  # missing: neither outcome.txt nor error.log
+    assert (tmp_path / "4" / "error.log").read_text() == "error: MemoryError: out of memory\n"
+
+
+def test_the_plugin_launchers_are_replaced_and_submitit_local_splits_the_cores(monkeypatch):
+    """SweepReport swaps each submitit launcher for vitpos's (Hydra instantiates it from the
+    hydra_plugins package), leaves other launchers alone, and ``VITPOS_JOBS_AT_ONCE`` (set by the
+    local launcher for its jobs) is the job count ``threads=auto`` divides the cores by."""
+    from omegaconf import OmegaConf
+
+    from vitpos import runtime
+    from vitpos.run.sweep import wait_for_every_submitit_job
+
+    plugin = "hydra_plugins.hydra_submitit_launcher.submitit_launcher."
+    for name, ours in (("LocalLauncher", "TolerantLocalLauncher"), ("SlurmLauncher", "TolerantSlurmLauncher"),
+                       ("nosuch.JoblibLauncher", None)):  # fmt: skip
+        target = name if "." in name else plugin + name
+        config = OmegaConf.create({"hydra": {"launcher": {"_target_": target}}})
+        OmegaConf.set_readonly(config.hydra, True)  # as Hydra hands it to the callback
+        wait_for_every_submitit_job(config)
+        expected = f"hydra_plugins.vitpos_submitit.tolerant.{ours}" if ours else target
+        assert config.hydra.launcher._target_ == expected
+
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 8)
+    monkeypatch.setenv("VITPOS_JOBS_AT_ONCE", "4")
+    assert runtime.sweep_jobs() == 4 and runtime.resolve_threads("auto", runtime.sweep_jobs()) == 2
+    assert runtime.launcher_workers() == 1  # no joblib workers: each submitit job prints to its own log
+    monkeypatch.delenv("VITPOS_JOBS_AT_ONCE")
+    assert runtime.sweep_jobs() == 1
+
+
 # 18 steps per epoch (576 training images after the validation split): a kill lands inside epoch 2
 PREEMPT = [
-    "data=shapes", "model=vit_micro", "encoding=rope_2d", "data.num_train=640", "data.num_test=64",
+    "data=shapes", "model=vit_micro", "threads=1", "data.num_train=640", "data.num_test=64",
     "data.val_size=64", "data.batch_size=32", "trainer.max_epochs=2", "trainer.enable_progress_bar=false",
     "task.pictures=false", "eval.resolutions=[]",
 ]  # fmt: skip
 
 
 def sweep_command(runs, sweep):
-    return [sys.executable, "train.py", *LOCAL, *PREEMPT, f"run.root={runs}", f"hydra.sweep.dir={sweep}"]
+    """Two jobs side by side: rope_2d (job 0, the one killed) and learned_1d (job 1, left alone)."""
+    return [sys.executable, "train.py", *LOCAL, *PREEMPT, "encoding=rope_2d,learned_1d", f"run.root={runs}",
+            f"hydra.sweep.dir={sweep}"]  # fmt: skip
 
 
 def wait_for(predicate, proc, timeout=600):
@@ -80,36 +143,44 @@ def wait_for(predicate, proc, timeout=600):
 
 
 @pytest.mark.slow
-def test_a_preempted_job_resumes_on_resubmission_with_the_metrics_of_an_uninterrupted_run(tmp_path):
-    """The job's process (the one holding the run folder's ``.lock``) is killed with SIGKILL inside
-    epoch 2, as a preemption or a node failure would; the launching process then ends with
-    submitit's error naming the job, and the same sweep command again resumes the run from
-    ``last.ckpt`` (resume=auto; vitpos/run/resume.py). Its weights and metrics equal those of a
-    run that was never stopped (test_resume.py compares a plain run the same way)."""
+def test_a_preempted_job_is_missing_the_sweep_waits_for_the_others_and_resubmission_resumes_it(tmp_path):
+    """One job's process (the one holding its run folder's ``.lock``) is killed with SIGKILL inside
+    epoch 2, as a preemption or a node failure would. The launching process still waits for the
+    other job, and its summary lists the killed one as missing (hydra_plugins/vitpos_submitit:
+    the plugin alone stops at the first dead job with a traceback). The same sweep command again
+    skips the finished job and resumes the killed one from ``last.ckpt`` (resume=auto;
+    vitpos/run/resume.py). Its weights and metrics equal those of a run that was never stopped
+    (test_resume.py compares a plain run the same way)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    plain = run_command("train.py", *PREEMPT, f"run.root={tmp_path / 'plain'}", cwd=tmp_path)
+    plain = run_command("train.py", *PREEMPT, "encoding=rope_2d", f"run.root={tmp_path / 'plain'}", cwd=tmp_path)
     assert plain.code == 0, plain.out + plain.err
 
     runs, sweep = tmp_path / "runs", tmp_path / "multirun"
     proc = subprocess.Popen(sweep_command(runs, sweep), cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    last = lambda: next(runs.rglob("checkpoints/last.ckpt"), None)  # noqa: E731
+    rope = lambda: next(runs.glob("*/*/rope_2d-*/seed0"), None)  # noqa: E731
+    last = lambda: next(rope().glob("checkpoints/last.ckpt"), None) if rope() else None  # noqa: E731
     assert wait_for(lambda: last() is not None, proc), proc.communicate()[0]
-    lock = json.loads(next(runs.rglob(".lock")).read_text())
+    lock = json.loads((rope() / ".lock").read_text())
     assert lock["pid"] != proc.pid  # the job runs in a process of its own
     os.kill(lock["pid"], signal.SIGKILL)
-    first = proc.communicate(timeout=300)[0]
-    assert proc.returncode != 0 and "has not produced any output" in first, first[-3000:]
+    first = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 1, first[-3000:]  # no traceback: a summary, and the exit status of a failed sweep
+    assert f"sweep {sweep}: 2 jobs, 0 failed, 1 missing, 1 finished" in first, first[-3000:]
+    assert f"missing: {sweep}/0: no result (killed or preempted: rerun the sweep to resume it)" in first
+    assert "Traceback" not in first, first[-3000:]
     assert torch.load(last(), map_location="cpu", weights_only=True)["epoch"] == 0, "killed after epoch 2 ended"
-    assert not (last().parent.parent / "metrics.json").exists()
+    assert not (rope() / "metrics.json").exists()
+    assert len(list(runs.glob("*/*/learned_1d-*/seed0/metrics.json"))) == 1  # the other job finished meanwhile
 
     again = subprocess.run(sweep_command(runs, sweep), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert f"sweep {sweep}: 1 jobs, 0 failed, 0 missing, 1 finished" in again.stdout
+    assert f"sweep {sweep}: 2 jobs, 0 failed, 0 missing, 2 finished" in again.stdout
     logs = "".join(p.read_text() for p in sweep.glob(".submitit/*/*_log.*"))
     assert "resuming from " in logs and "last.ckpt" in logs, logs[-3000:]
+    assert "finished earlier" in logs  # learned_1d: its stored metrics, nothing trained again
 
-    (resumed,) = runs.rglob("metrics.json")
+    (resumed,) = rope().glob("metrics.json")
     (uninterrupted,) = (tmp_path / "plain").rglob("metrics.json")
     assert resumed.relative_to(runs) == uninterrupted.relative_to(tmp_path / "plain")  # the same run folder
 

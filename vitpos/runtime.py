@@ -9,7 +9,7 @@ short CIFAR-10 training reaches the float32 accuracy (README: Performance).
 
 threads ``auto``: ``torch`` threads = usable cores / concurrent jobs, where
 the job count comes from the Hydra joblib launcher (``hydra.launcher.n_jobs``)
-when a sweep runs jobs side by side. Two jobs that each use every core
+or from ``submitit_local`` (every job at once) when a sweep runs jobs side by side. Two jobs that each use every core
 oversubscribe OpenMP and collapse to a few images/s.
 """
 
@@ -81,9 +81,9 @@ def apply_threads(threads, n_jobs: int = 1) -> int | None:
     return n
 
 
-def sweep_jobs() -> int:
-    """Jobs a Hydra launcher runs side by side (joblib's ``n_jobs``; -1 = every
-    core, as joblib counts), or 1 outside such a sweep."""
+def launcher_workers() -> int:
+    """Jobs the Hydra joblib launcher runs side by side in worker processes of this one
+    (``hydra.launcher.n_jobs``; -1 = every core, as joblib counts), or 1 outside such a sweep."""
     try:
         from hydra.core.hydra_config import HydraConfig
 
@@ -91,6 +91,14 @@ def sweep_jobs() -> int:
     except (ImportError, ValueError, AttributeError, TypeError):
         return 1
     return n if n > 0 else max(usable_cores() + 1 + n, 1)
+
+
+def sweep_jobs() -> int:
+    """Jobs a sweep runs side by side on this machine: ``submitit_local``'s jobs, all at once
+    (its launcher sets ``VITPOS_JOBS_AT_ONCE``: hydra_plugins/vitpos_submitit/tolerant.py), or
+    the joblib launcher's workers; 1 outside such a sweep."""
+    at_once = os.environ.get("VITPOS_JOBS_AT_ONCE", "")
+    return int(at_once) if at_once.isdigit() and int(at_once) > 0 else launcher_workers()
 
 
 def trainer_precision(trainer: dict) -> str | int:

@@ -38,7 +38,7 @@ from vitpos.run.folder import claim
 from vitpos.run.identity import next_commands, run_dir, run_label
 from vitpos.run.resume import check_weights_fit, finished_run, resume_path
 from vitpos.run.status import read_status, write_status
-from vitpos.runtime import resolve_runtime, sweep_jobs, trainer_precision
+from vitpos.runtime import launcher_workers, resolve_runtime, sweep_jobs, trainer_precision
 from vitpos.tables import final_scores_markdown, sweep_markdown
 from vitpos.tasks import build
 from vitpos.validate import validate
@@ -58,7 +58,7 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
     if not checked:
         validate(cfg)  # the one check of the config, before any folder, logger or data
     quiet_console()
-    if sweep_jobs() > 1:  # a joblib sweep: several jobs print at once
+    if launcher_workers() > 1:  # a joblib sweep: several jobs print to one terminal (submitit's: a log each)
         quiet_side_by_side()
     resolve_runtime(cfg)  # threads per sweep job
     L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -234,7 +234,7 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
             epochs=trainer.current_epoch,
             best_checkpoint=best,
         )
-    if sweep_jobs() == 1:  # side by side, the sweep's end line per job says it (vitpos/run/sweep.py)
+    if launcher_workers() == 1:  # joblib's side by side: the sweep's end line per job says it (vitpos/run/sweep.py)
         print(format_metrics(metrics, out))
         print(next_commands(out, str(cfg.task.name), best))
     return metrics

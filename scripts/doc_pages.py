@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .doc_tables import comparison_headline, lever_table, multires_vs_single, native_headline
+from .doc_tables import aspect_table, comparison_headline, lever_table, multires_vs_single, native_headline
 from .report_rows import RESULTS, ROOT, read_csv, read_report
 
 #: the pages that may quote generated tables
@@ -39,6 +39,7 @@ def _levers_of(base: str) -> Callable[[Path], str]:
 TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "extrapolation_native/headline": ("extrapolation_native", lambda folder: native_headline(read_report(folder))),
     "extrapolation_native/multires": ("extrapolation_native", lambda folder: multires_vs_single(read_report(folder))),
+    "extrapolation_aspect/aspect": ("extrapolation_aspect", lambda folder: aspect_table(read_report(folder))),
     "cifar10_full/headline": ("cifar10_full", _comparison_headline_of),
     "cifar10_full_e11/headline": ("cifar10_full_e11", _comparison_headline_of),
     "cifar10_full_13ep/headline": ("cifar10_full_13ep", _comparison_headline_of),

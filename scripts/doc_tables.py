@@ -87,6 +87,41 @@ def multires_vs_single(report: list[dict]) -> str:
     return markdown_table(header, table)
 
 
+def aspect_table(report: list[dict]) -> str:
+    """docs/extrapolation.md's table of the aspect-ratio protocol: per encoding (default strategy),
+    accuracy at the train size, at every non-square size and at the largest square one, then each
+    non-square size's change from the train size (taken between the printed numbers). Best mean
+    non-square score first."""
+    rows = [r for r in report if not training_of(r).multi_resolution]
+    if not rows:
+        raise ValueError("the report has no single-size run of the aspect-ratio protocol")
+    small = training_of(rows[0]).smallest
+    sizes = [size for size, up in sizes_of(rows) if not up]
+    oblong = [size for size in sizes if isinstance(size, str)]  # "16x32": compact() names non-squares so
+    if not oblong:
+        raise ValueError(f"the report has no non-square size; its sizes are {sizes}")
+
+    def rounded(acc: dict, size) -> float | None:
+        value = acc.get((size, None))
+        return None if value is None else round(value, 1)
+
+    def change(acc: dict, size) -> str:
+        lo, hi = rounded(acc, small), rounded(acc, size)
+        return "-" if lo is None or hi is None else f"{hi - lo:+.1f}"
+
+    def rank(row: dict) -> float:
+        values = [v for v in (accuracies(row).get((s, None)) for s in oblong) if v is not None]
+        return -sum(values) / len(values) if values else 0.0
+
+    table = []
+    for row in sorted(rows, key=rank):
+        acc = accuracies(row)
+        cells = [_fmt(acc.get((size, None))) for size in sizes]
+        table.append([f"`{encoding_of(row['label'])}`", *cells, *(change(acc, size) for size in oblong)])
+    header = ["encoding", *(f"{size} px" for size in sizes), *(f"{size} - {small} px" for size in oblong)]
+    return markdown_table(header, table)
+
+
 def mean_std(row: dict[str, str], metric: str, seeds: int = 2) -> str:
     """``69.8 ± 0.7``: a report row's mean and std of an accuracy, in %; ``66.4 (1 seed)`` for a
     row of one seed, whose std (written as 0 in report.csv) says nothing about the noise."""

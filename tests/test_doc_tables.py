@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from scripts.doc_pages import PAGES, TABLES, blocks, generate, refresh
-from scripts.doc_tables import comparison_headline, lever_table, multires_vs_single, native_headline
+from scripts.doc_tables import aspect_table, comparison_headline, lever_table, multires_vs_single, native_headline
 from scripts.report_rows import RESULTS, read_csv, read_report, training_of
 from vitpos.compare.protocol import Protocol
 
@@ -93,6 +93,23 @@ def test_the_multires_table_marks_upsampled_sizes_and_adds_up_as_printed():
     ]
     # no multi-resolution run: last
     assert lines[5] == "| `learned_2d` | 16 px, 13 epochs | 64.7 | 61.2 | 41.0 | -3.5 |"
+
+
+def test_the_aspect_table_puts_non_square_sizes_between_the_squares_and_adds_up_as_printed():
+    """Height x width, as the run logged it: 16x32 (wide) and 32x16 (tall) are columns of their own
+    between 16 and 32 px, ranked by their mean; each change is taken from the train size."""
+    aspect = [
+        row("rope_2d-aaaaaa", SINGLE, **{"16": 0.60, "16x32": 0.45, "32x16": 0.47, "32": 0.37}),
+        row("learned_2d-bbbbbb", SINGLE, **{"16": 0.604, "16x32": 0.556, "32x16": 0.55, "32": 0.51}),
+    ]
+    lines = aspect_table(aspect).splitlines()
+    assert lines[0] == "| encoding | 16 px | 16x32 px | 32x16 px | 32 px | 16x32 - 16 px | 32x16 - 16 px |"
+    assert lines[2:] == [
+        "| `learned_2d` | 60.4 | 55.6 | 55.0 | 51.0 | -4.8 | -5.4 |",
+        "| `rope_2d` | 60.0 | 45.0 | 47.0 | 37.0 | -15.0 | -13.0 |",
+    ]
+    with pytest.raises(ValueError, match="no non-square size"):
+        aspect_table(REPORT[:2])
 
 
 def test_the_comparison_headline_counts_position_parameters_against_none_and_keeps_one_budget():

@@ -566,6 +566,18 @@ def replay_dir(tmp_path: Path, cifar: Path) -> Path:
     return work
 
 
+def replay_step(argv: list[str], shown: str, work: Path, log: Path) -> tuple[str, str | None]:
+    """Run one replayed command in ``work`` as a reader would (this interpreter's ``python`` first on
+    PATH), write ``$ shown`` and its output to ``log``; (output, None) when it exits 0 without a
+    traceback, else (output, the failure as the test reports it)."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    out = proc.stdout + proc.stderr
+    log.write_text(f"$ {shown}\n{out}")
+    failed = proc.returncode != 0 or "Traceback" in out
+    return out, f"$ {shown}\nexit {proc.returncode}\n{out[-3000:]}" if failed else None
+
+
 @pytest.mark.slow
 @pytest.mark.long
 def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
@@ -573,7 +585,6 @@ def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
     if cifar is None:
         pytest.skip("needs the CIFAR-10 copy: run `bash ../shared/datasets/unpack-cifar10.sh data`")
     work = replay_dir(tmp_path, cifar)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     failures, ran, replayed, seconds = [], [], set(), []
     for i, (page, lang, code) in enumerate(all_steps()):
         if lang == "python":
@@ -596,12 +607,10 @@ def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
             argv = ["bash", "-c", full]
             ran.append(code)
         start = time.perf_counter()
-        proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        _, failure = replay_step(argv, full, work, tmp_path / f"{i:03d}.log")
         seconds.append((round(time.perf_counter() - start, 1), page, full.splitlines()[0]))
-        out = proc.stdout + proc.stderr
-        (tmp_path / f"{i:03d}.log").write_text(f"$ {full}\n{out}")
-        if proc.returncode != 0 or "Traceback" in out:
-            failures.append(f"{page}:\n$ {full}\nexit {proc.returncode}\n{out[-3000:]}")
+        if failure:
+            failures.append(f"{page}:\n{failure}")
     if os.environ.get("VITPOS_REPLAY_TIMES"):  # where the suite's minutes go: each step's wall seconds, slowest first
         Path(os.environ["VITPOS_REPLAY_TIMES"]).write_text(json.dumps(sorted(seconds, reverse=True), indent=1))
     allowed = set(LINKED) | set(EXPECTED) | output_folders(ran)
@@ -651,17 +660,12 @@ def test_run_commands_work_with_the_other_precision(tmp_path):
     (work / "data").mkdir(parents=True)
     for name in LINKED:
         (work / name).symlink_to(ROOT / name)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     failures, nexts = [], []
     for i, (page, code, extra) in enumerate(steps):
         full = with_precision(with_overrides(code, extra), precision)
-        proc = subprocess.run(
-            ["bash", "-c", full], cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-        )
-        out = proc.stdout + proc.stderr
-        (tmp_path / f"{i:03d}.log").write_text(f"$ {full}\n{out}")
-        if proc.returncode != 0 or "Traceback" in out:
-            failures.append(f"{page}:\n$ {full}\nexit {proc.returncode}\n{out[-3000:]}")
+        out, failure = replay_step(["bash", "-c", full], full, work, tmp_path / f"{i:03d}.log")
+        if failure:
+            failures.append(f"{page}:\n{failure}")
         if i == 0:  # the first run: its folder carries this precision's hash, not this machine's own
             words = shlex.split(full)[2:]
             folder = re.search(r"^run folder: (\S+)$", out, flags=re.M)
@@ -673,13 +677,9 @@ def test_run_commands_work_with_the_other_precision(tmp_path):
     assert len(nexts) >= 3, f"the first run printed no next: commands ({nexts})"
     for j, command in enumerate(nexts):
         assert "..." not in command, command
-        proc = subprocess.run(
-            ["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
-        )
-        out = proc.stdout + proc.stderr
-        (tmp_path / f"next{j}.log").write_text(f"$ {command}\n{out}")
-        if proc.returncode != 0 or "Traceback" in out:
-            failures.append(f"printed after next:\n$ {command}\nexit {proc.returncode}\n{out[-3000:]}")
+        _, failure = replay_step(["bash", "-c", command], command, work, tmp_path / f"next{j}.log")
+        if failure:
+            failures.append(f"printed after next:\n{failure}")
     assert not failures, f"{len(failures)} command(s) failed at trainer.precision={precision}:\n\n" + "\n\n".join(
         failures
     )

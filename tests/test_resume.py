@@ -182,3 +182,16 @@ def test_resume_auto_compares_only_what_defines_the_run(tmp_path):
     changed.encoding.base = 10.0
     with pytest.raises(ValueError, match="encoding.base"):
         check_same_run(changed, last)
+
+
+def test_the_interrupt_line_counts_epochs_as_the_console_does(tmp_path):
+    """The per-epoch console line says ``epoch 3/6`` for Lightning's ``current_epoch`` 2; a run
+    stopped in that epoch names the same number, and ``last.ckpt`` then holds the epoch before."""
+    from vitpos.callbacks import LastCheckpoint
+
+    last = LastCheckpoint(tmp_path / "last.ckpt")
+    assert last.interrupted_message(0).startswith("interrupted during epoch 1; no epoch finished.")
+    (tmp_path / "last.ckpt").write_bytes(b"")
+    assert last.interrupted_message(2).startswith(
+        f"interrupted during epoch 3; {tmp_path / 'last.ckpt'} holds the end of epoch 2."
+    )

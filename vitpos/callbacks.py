@@ -141,8 +141,10 @@ class LastCheckpoint(Checkpoint):
             self.interrupted = exception
 
     def interrupted_message(self, epoch: int) -> str:
-        where = f"{self.path} holds the end of epoch {epoch - 1}" if self.path.exists() else "no epoch finished"
-        return f"interrupted during epoch {epoch}; {where}. Rerun the same command to continue exactly from there"
+        """The line a stopped run prints; ``epoch`` is Lightning's 0-based ``current_epoch``, and the
+        line counts from 1, as the per-epoch console lines do (``epoch 3/6`` is ``current_epoch`` 2)."""
+        where = f"{self.path} holds the end of epoch {epoch}" if self.path.exists() else "no epoch finished"
+        return f"interrupted during epoch {epoch + 1}; {where}. Rerun the same command to continue exactly from there"
 
 
 class DivergenceGuard(L.Callback):

@@ -20,6 +20,11 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _change(lo: float | None, hi: float | None) -> str:
+    """``hi - lo`` in points, taken between the numbers as printed (one decimal), so a row adds up."""
+    return "-" if lo is None or hi is None else f"{round(hi, 1) - round(lo, 1):+.1f}"
+
+
 def size_header(size: int | str, upsampled: bool, native: int | str) -> str:
     return f"{size} px (up)" if upsampled else f"{size} px (native)" if size == native else f"{size} px"
 
@@ -66,10 +71,9 @@ def multires_vs_single(report: list[dict]) -> str:
     def line(name: str, row: dict, strategy: str | None) -> list[str]:
         training, acc = training_of(row), accuracies(row)
         values = [acc.get((s, strategy), acc.get((s, None)) if s == training.smallest else None) for s, _ in sizes]
-        lo, hi = acc.get((training.smallest, None)), acc.get((native, strategy))
-        gap = None if lo is None or hi is None else round(hi, 1) - round(lo, 1)
+        gap = _change(acc.get((training.smallest, None)), acc.get((native, strategy)))
         label = f"`{name}`" + (f" ({strategy})" if strategy else "")
-        return [label, training.describe(), *map(_fmt, values), "-" if gap is None else f"{gap:+.1f}"]
+        return [label, training.describe(), *map(_fmt, values), gap]
 
     def rank(name: str) -> float:
         multi = [accuracies(r).get((native, None)) for r in by_encoding[name] if training_of(r).multi_resolution]
@@ -101,23 +105,15 @@ def aspect_table(report: list[dict]) -> str:
     if not oblong:
         raise ValueError(f"the report has no non-square size; its sizes are {sizes}")
 
-    def rounded(acc: dict, size) -> float | None:
-        value = acc.get((size, None))
-        return None if value is None else round(value, 1)
-
-    def change(acc: dict, size) -> str:
-        lo, hi = rounded(acc, small), rounded(acc, size)
-        return "-" if lo is None or hi is None else f"{hi - lo:+.1f}"
-
-    def rank(row: dict) -> float:
-        values = [v for v in (accuracies(row).get((s, None)) for s in oblong) if v is not None]
+    def rank(acc: dict) -> float:
+        values = [v for v in (acc.get((s, None)) for s in oblong) if v is not None]
         return -sum(values) / len(values) if values else 0.0
 
     table = []
-    for row in sorted(rows, key=rank):
-        acc = accuracies(row)
+    for row, acc in sorted(((r, accuracies(r)) for r in rows), key=lambda ra: rank(ra[1])):
         cells = [_fmt(acc.get((size, None))) for size in sizes]
-        table.append([f"`{encoding_of(row['label'])}`", *cells, *(change(acc, size) for size in oblong)])
+        changes = [_change(acc.get((small, None)), acc.get((size, None))) for size in oblong]
+        table.append([f"`{encoding_of(row['label'])}`", *cells, *changes])
     header = ["encoding", *(f"{size} px" for size in sizes), *(f"{size} - {small} px" for size in oblong)]
     return markdown_table(header, table)
 

@@ -139,16 +139,17 @@ def test_multi_resolution_batches_take_every_size_seeded_by_seed_and_epoch(tmp_p
 @pytest.mark.slow
 def test_every_image_encoding_trains_across_sizes_from_the_command_line_and_extrapolates(tmp_path):
     """Every image encoding trains with data.train_sizes=[16,24,32] from the command line (one
-    sweep, one process: shapes, the native model config, 6 batches, compile off: three graphs per encoding
-    cost minutes on a CPU, and compiling per size is tests/test_compile.py's), is scored at each size, and
+    sweep, one process: shapes, the native model config cut to one block, 4 batches of 16, compile off:
+    three graphs per encoding cost minutes on a CPU, and compiling per size is tests/test_compile.py's),
+    is scored at each size, and
     extrapolates from its checkpoint with python -m vitpos.extrapolate."""
     shared = yaml.safe_load((ROOT / "configs" / "sweep" / "image_encodings.yaml").read_text())
     encodings = shared["encoding"].split(",")  # the image encodings every full comparison sweeps
     assert set(encodings) <= set(list_encodings(2)) and {"lookhere", "alibi_2d"} <= set(encodings)
     args = [
-        "-m", "data=shapes", "model=vit_cpu_p2", "data.img_size=16", "data.train_sizes=[16,24,32]",
+        "-m", "data=shapes", "model=vit_cpu_p2", "model.depth=1", "data.img_size=16", "data.train_sizes=[16,24,32]",
         "trainer.max_epochs=1", "+trainer.limit_train_batches=4", "+trainer.limit_val_batches=1", "data.num_test=64",
-        "data.num_train=576", "data.val_size=64",
+        "data.num_train=576", "data.val_size=64", "data.batch_size=16", "data.eval_batch_size=64",
         "eval.resolutions=[16,24,32]", "task.pictures=false", f"encoding={','.join(encodings)}",
         f"run.root={tmp_path / 'runs'}", "model.compile=false", "trainer.enable_progress_bar=false",
     ]  # fmt: skip

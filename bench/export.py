@@ -134,6 +134,8 @@ def machine() -> str:
     cpu = f"{os.cpu_count()}-core {found.group(1).strip() if found else cpu}"
     if "avx512_bf16" in info:
         cpu += " with AVX512-BF16"
+    elif re.search(r"\bavx2\b", info):
+        cpu += " with AVX2 only (no AVX512-BF16)"
     threads = torch.get_num_threads()
     return (f"{cpu}, {threads} thread{'s' if threads > 1 else ''}, torch {torch.__version__.split('+')[0]}, "
             f"onnxruntime {onnxruntime.__version__}")  # fmt: skip

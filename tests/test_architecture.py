@@ -151,3 +151,17 @@ def test_no_module_or_function_is_too_long_to_live_in():
                 if lines > MAX_FUNCTION_LINES:
                     too_long.append(f"{name}:{node.lineno} {node.name}(): {lines} lines")
     assert not too_long, "split these: " + "; ".join(too_long)
+
+
+# A reference to a tracker entry by its number means nothing to a reader of the code: say what the code does.
+TRACKER_REFERENCE = re.compile(r"\bissues? #?\d", flags=re.I)
+
+
+def test_no_code_or_test_points_to_a_tracker_issue_instead_of_saying_what_it_does():
+    found = []
+    for folder in ("vitpos", "tests", "scripts", "bench"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if TRACKER_REFERENCE.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
+    assert not found, "say what the code does instead:\n  " + "\n  ".join(found)

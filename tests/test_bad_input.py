@@ -388,7 +388,7 @@ def test_tools_on_a_file_that_is_not_a_checkpoint(tmp_path, tool):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
-# ------------------------------------------------------------------ issue 37, cases 5 and 6: the rule that is broken
+# ------------------------------------------------------------------ a bad value: the message names the rule it breaks
 @pytest.mark.parametrize(
     "args,needle",
     [

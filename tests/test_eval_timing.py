@@ -1,6 +1,6 @@
 """The evaluation at other sizes says where its time went: one line after a single run's
 evaluation, with the seconds of each size, on how many test images, and the options that trim
-or skip it (issue 38: a quick first look spent half its minutes there without a word)."""
+or skip it (a quick first look used to spend half its minutes there without a word)."""
 
 import re
 

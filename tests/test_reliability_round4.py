@@ -1,4 +1,4 @@
-"""Issue 37, round four: the cases a careful user still hit, each run as the user ran it (``train.py``'s
+"""Reliability, round four: the cases a careful user still hit, each run as the user ran it (``train.py``'s
 ``main(argv)`` and the tools' mains, in process) and checked for its exit code, its one line, and
 what it leaves on disk.
 

@@ -5,7 +5,7 @@ not followed by a rebuild fails here, naming the report and the first differing 
 The script runs as a user runs it (its ``main(argv)``, in process), with ``--into`` a temporary
 folder so that docs/ is never written; its plots are not compared (PNG bytes depend on the
 matplotlib version). Its refusals are checked too: bad arguments exit 2 with one line before
-anything is written (issue 37, case 3)."""
+anything is written."""
 
 from __future__ import annotations
 

@@ -44,8 +44,8 @@ class ExportOptions:
     of every encoding.
 
     Examples:
-      python -m vitpos.export ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt out=export/model.onnx
-      python -m vitpos.export ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 format=torch_export out=export/model.pt2
+      python -m vitpos.export ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt out=export/sincos_2d.onnx
+      python -m vitpos.export ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 format=torch_export out=export/sincos_2d.pt2
     """
 
     ckpt: str = option(help="a .ckpt file, a run folder or a glob pattern", metavar="PATH",

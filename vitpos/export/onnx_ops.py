@@ -58,17 +58,24 @@ def matrix_exp(a: torch.Tensor) -> torch.Tensor:
     Taylor polynomial of X (Horner form), then s squarings, s chosen per matrix from its norm.
 
     ONNX has no loop here that depends on a value, so the squarings are :data:`MAX_SQUARINGS`
-    matrix products, each kept only where s calls for it."""
-    norm = a.abs().sum(-2).amax(-1)  # (...,): the 1-norm of each matrix
-    s = torch.ceil(torch.log2(norm / TAYLOR_NORM)).clamp(0, MAX_SQUARINGS)  # (...,) float
-    x = a / torch.exp2(s)[..., None, None]
-    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+    matrix products, each kept only where s calls for it. The matrices are flattened to one batch
+    axis first, so that every product is a single ``bmm`` and each squaring's mask is one index into
+    a table built once: fewer nodes than broadcasting ``@``, and the conversion's time grows with
+    the node count (docs/export.md)."""
+    n = a.shape[-1]
+    x = a.reshape(-1, n, n)  # (B, n, n): every leading axis in one batch axis
+    norm = x.abs().sum(-2).amax(-1)  # (B,): the 1-norm of each matrix
+    s = torch.ceil(torch.log2(norm / TAYLOR_NORM)).clamp(0, MAX_SQUARINGS)  # (B,) float
+    x = x / torch.exp2(s)[:, None, None]
+    eye = torch.eye(n, dtype=a.dtype, device=a.device)
     p = eye + x / TAYLOR_DEGREE
     for k in range(TAYLOR_DEGREE - 1, 0, -1):
-        p = eye + (x @ p) / k  # Horner: I + X/1 (I + X/2 (I + ...))
+        p = eye + torch.bmm(x, p) / k  # Horner: I + X/1 (I + X/2 (I + ...))
+    steps = torch.arange(MAX_SQUARINGS, dtype=s.dtype, device=a.device)
+    squares = (s > steps[:, None])[:, :, None, None]  # (MAX_SQUARINGS, B, 1, 1): squaring i applies to matrix b
     for i in range(MAX_SQUARINGS):
-        p = torch.where((s > i)[..., None, None], p @ p, p)
-    return p
+        p = torch.where(squares[i], torch.bmm(p, p), p)
+    return p.reshape(a.shape)
 
 
 def onnx_decompositions() -> dict:

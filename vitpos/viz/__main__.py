@@ -48,7 +48,7 @@ class VizOptions:
 
     Examples:
       python -m vitpos.viz ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt out=viz
-      python -m vitpos.viz encoding=rope_2d_mixed out=viz/rope_2d_mixed
+      python -m vitpos.viz encoding=rope_2d_mixed out=viz/
     """
 
     ckpt: str | None = option(

@@ -141,8 +141,7 @@ def test_every_image_encoding_trains_across_sizes_from_the_command_line_and_extr
     """Every image encoding trains with data.train_sizes=[16,24,32] from the command line (one
     sweep, one process: shapes, the native model config cut to one block, 4 batches of 16, compile off:
     three graphs per encoding cost minutes on a CPU, and compiling per size is tests/test_compile.py's),
-    is scored at each size, and
-    extrapolates from its checkpoint with python -m vitpos.extrapolate."""
+    is scored at each size, and extrapolates from its checkpoint with python -m vitpos.extrapolate."""
     shared = yaml.safe_load((ROOT / "configs" / "sweep" / "image_encodings.yaml").read_text())
     encodings = shared["encoding"].split(",")  # the image encodings every full comparison sweeps
     assert set(encodings) <= set(list_encodings(2)) and {"lookhere", "alibi_2d"} <= set(encodings)

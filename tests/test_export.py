@@ -11,8 +11,17 @@ import torch
 from ckpt_factory import IMAGE, SEQUENCE, make_checkpoint, make_evil_checkpoint
 from conftest import run_command
 
-from vitpos.export.graph import TOLERANCE, ort_session
-from vitpos.export.onnx_ops import matrix_exp, onnx_decompositions, solve, solve_ex
+from bench.export import tiny_model
+from vitpos.export.graph import TOLERANCE, geometry_of, ort_session, trace
+from vitpos.export.onnx_ops import (
+    REWRITES,
+    matrix_exp,
+    onnx_decompositions,
+    rewrite_for_onnx,
+    solve,
+    solve_ex,
+    uses_rewritten_ops,
+)
 from vitpos.tasks.build import from_checkpoint
 
 TINY = ["model.dim=32", "model.depth=2", "model.num_heads=2", "data.img_size=16"]
@@ -54,12 +63,17 @@ def test_matrix_exp_squares_each_matrix_as_often_as_its_own_norm_asks():
     assert (ours <= (4 * aten).clamp(min=1e-6)).all(), (ours, aten)
 
 
-def test_the_decompositions_cover_the_ops_onnx_lacks():
-    table = onnx_decompositions()
-    aten = torch.ops.aten
-    for op in (aten.hypot.default, aten.linalg_solve.default, aten._linalg_solve_ex.default,
-               aten.linalg_matrix_exp.default):  # fmt: skip
-        assert op in table
+@pytest.mark.parametrize("name", ["lookhere", "string_cayley", "comrope", "liere", "rope_2d"])
+def test_the_rewrite_pass_runs_where_an_op_onnx_lacks_is_called_and_only_there(name):
+    """Every program that calls hypot, a solve or exp(A) comes out of the rewrite without them; one
+    that calls none is handed on as it is (the same object: no second trace)."""
+    model = tiny_model(name)
+    program = trace(model, geometry_of(model, (16, 16)), "fixed size")
+    rewritten = rewrite_for_onnx(program)
+    assert uses_rewritten_ops(program) == (name != "rope_2d")
+    assert not uses_rewritten_ops(rewritten)
+    assert (rewritten is program) == (name == "rope_2d")
+    assert set(REWRITES) <= set(onnx_decompositions())  # the table torch.export users get
 
 
 @pytest.fixture(scope="module")

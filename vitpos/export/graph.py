@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from torch.export import Dim
 
-from .onnx_ops import onnx_decompositions
+from .onnx_ops import onnx_decompositions, rewrite_for_onnx
 
 FORMATS = ("onnx", "torch_export")
 #: the largest |exported - eager| a graph may show (float32 logits)
@@ -124,8 +124,23 @@ def trace(model: nn.Module, geo: Geometry, scope: str) -> torch.export.ExportedP
 
 def to_onnx(program: torch.export.ExportedProgram) -> bytes:
     """The ONNX model (serialized) of a traced program: the operations ONNX lacks rewritten
-    (:func:`vitpos.export.onnx_ops.onnx_decompositions`), then the dynamo exporter, quietly."""
-    program = program.run_decompositions(onnx_decompositions())
+    (:func:`vitpos.export.onnx_ops.rewrite_for_onnx`), then the dynamo exporter, quietly.
+
+    Where the exporter fails on a program that needed no rewrite, it is tried once more after
+    PyTorch's default decompositions: the exporter decomposes with size-oblivious reasoning, under
+    which it cannot prove some reshapes of a dynamic batch to be views (``rel_bias_2d``'s and
+    ``fire_2d``'s interpolated tables); decomposed first with ordinary reasoning, they convert."""
+    rewritten = rewrite_for_onnx(program)
+    try:
+        return convert(rewritten)
+    except torch.onnx.OnnxExporterError:
+        if rewritten is not program:  # the default decompositions already ran with the rewrites
+            raise
+    return convert(program.run_decompositions(onnx_decompositions()))
+
+
+def convert(program: torch.export.ExportedProgram) -> bytes:
+    """``torch.onnx.export(..., dynamo=True)`` of ``program``, serialized, without its narration."""
     # optimize=False: onnxscript's optimizer (0.7) drops a subtraction of a small constant as if it were
     # zero (LookHere's 1e-9 slack on its field of view, flipping boundary rays); onnxruntime optimizes
     # the graph itself when it loads it

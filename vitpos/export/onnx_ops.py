@@ -78,12 +78,34 @@ def matrix_exp(a: torch.Tensor) -> torch.Tensor:
     return p.reshape(a.shape)
 
 
+#: the ATen operations ONNX has no translation for, and their rewrites above
+REWRITES = {
+    aten.hypot.default: hypot,
+    aten.linalg_solve.default: lambda a, b, *, left=True: solve_ex(a, b, left=left)[0],
+    aten._linalg_solve_ex.default: solve_ex,
+    aten.linalg_matrix_exp.default: matrix_exp,
+}
+
+
 def onnx_decompositions() -> dict:
     """The decomposition table for :meth:`torch.export.ExportedProgram.run_decompositions`: PyTorch's
     default table plus the rewrites above."""
     table = torch.export.default_decompositions()
-    table[aten.hypot.default] = hypot
-    table[aten.linalg_solve.default] = lambda a, b, *, left=True: solve_ex(a, b, left=left)[0]
-    table[aten._linalg_solve_ex.default] = solve_ex
-    table[aten.linalg_matrix_exp.default] = matrix_exp
+    table.update(REWRITES)
     return table
+
+
+def uses_rewritten_ops(program: torch.export.ExportedProgram) -> bool:
+    """Whether any graph of ``program`` calls an operation of :data:`REWRITES`."""
+    graphs = (m.graph for m in program.graph_module.modules() if isinstance(m, torch.fx.GraphModule))
+    return any(node.target in REWRITES for graph in graphs for node in graph.nodes)
+
+
+def rewrite_for_onnx(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """``program`` with the operations of :data:`REWRITES` rewritten (:func:`onnx_decompositions`);
+    unchanged, without a new trace, where it uses none of them.
+
+    Each ``run_decompositions`` traces the whole program again (about 5 s for bench/export.py's tiny
+    ViT on one AVX2 core), and ``torch.onnx.export`` runs its own right after; the rewrite pass is
+    only worth its trace in the four encodings that call one of these operations."""
+    return program.run_decompositions(onnx_decompositions()) if uses_rewritten_ops(program) else program

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from bench.timing import interleaved_medians
+from bench.timing import interleaved_medians, use_threads
 from vitpos.cli import option, parse_options, run_main
 from vitpos.errors import UserError
 from vitpos.export import FORMATS, Exported, ExportFailed, export_model, geometry_of
@@ -176,15 +176,14 @@ class ExportBenchOptions:
     strategies: str = option("all", "each encoding's strategies: all, or its default only",
                              choices=["all", "default"])  # fmt: skip
     repeats: int = option(50, "timed rounds per encoding")
-    threads: int | None = option(None, "torch and onnxruntime threads", default_text="torch's choice")
+    threads: int = option(1, "torch and onnxruntime threads (one each by default: their pools contend)")
     note: str = option("", "appended to the machine line (e.g. measured beside a training sweep)")
     write: bool = option(False, "rewrite the table in docs/export.md")
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv, ExportBenchOptions, prog="python -m bench.export")
-    if opts.threads:
-        torch.set_num_threads(opts.threads)
+    use_threads(opts.threads)
     if opts.write and (opts.encodings or opts.strategies != "all"):
         raise UserError("write", "the page's table holds every encoding and strategy, not a subset",
                         "drop encodings= and strategies= to rewrite it")  # fmt: skip

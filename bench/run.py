@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bench.timing import use_threads
 from vitpos.cli import option, parse_options, run_main
 
 PARTS = ("step", "rope", "data", "eval", "memory", "sweep", "gpu")
@@ -72,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         from .step import check_rows
 
         check_rows(a.shapes, a.encodings)
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    use_threads(a.threads)
     print(f"# vitpos benchmarks: threads={torch.get_num_threads()} torch={torch.__version__} "
           f"cpu={torch.backends.cpu.get_cpu_capability()} quick={a.quick}")  # fmt: skip
     precisions = bench_precisions(a.bf16)

@@ -3,6 +3,7 @@
 the README's ``bench.run`` replays run the tables themselves."""
 
 import pytest
+import torch
 
 from bench.run import BenchOptions, main
 from vitpos.cli import parse_options
@@ -29,6 +30,7 @@ def test_parts_and_options():
         (["stpe"], "stpe: unknown part (did you mean step? valid: step, rope, data, eval, memory, sweep, gpu)"),
         (["--quick"], "--quick: expected key=value (write quick=true"),
         (["threads=many"], "threads: expected an integer, got 'many' (e.g. threads=4)"),
+        (["threads=0"], "threads: 0 is not a thread count (give 1 or more"),
     ],
 )
 def test_bad_words_are_refused_before_anything_runs(words, message, capsys):
@@ -36,3 +38,19 @@ def test_bad_words_are_refused_before_anything_runs(words, message, capsys):
         main(words)
     assert str(err.value).startswith(message), str(err.value)
     assert capsys.readouterr().out == ""  # not even the header: nothing ran
+
+
+def test_the_export_table_times_one_thread_each_unless_told_and_refuses_fewer(monkeypatch):
+    """onnxruntime's pool and torch's contend in one process: the table is timed at one thread each."""
+    from bench import export
+
+    monkeypatch.setattr(export, "table_keys", lambda *a: [])  # no rows: only the options and the threads
+    monkeypatch.setattr(export, "render", lambda rows, note: "")
+    before = torch.get_num_threads()
+    try:
+        assert export.main([]) == 0 and torch.get_num_threads() == 1
+        assert export.main(["threads=2"]) == 0 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(UserError, match="threads: -1 is not a thread count"):
+        export.main(["threads=-1"])

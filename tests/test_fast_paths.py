@@ -83,8 +83,9 @@ def test_threads_per_job(monkeypatch):
     assert resolve_threads("auto", 2) == 4
     assert resolve_threads("auto", 16) == 1
     assert resolve_threads(3, 2) == 3 and resolve_threads(None) is None
-    with pytest.raises(ValueError, match="threads="):
-        resolve_threads(0)
+    for bad in (0, -1, True, "many"):
+        with pytest.raises(ValueError, match="threads="):
+            resolve_threads(bad)
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])

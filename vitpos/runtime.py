@@ -64,7 +64,7 @@ def resolve_threads(threads, n_jobs: int = 1) -> int | None:
         return None
     if threads == "auto":
         return max(usable_cores() // max(int(n_jobs), 1), 1)
-    if isinstance(threads, int) and threads > 0:
+    if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0:  # True is an int in Python
         return threads
     raise ValueError(f"threads={threads!r}; valid: auto, a positive integer, or null (threads=...)")
 

@@ -155,6 +155,8 @@ def test_no_module_or_function_is_too_long_to_live_in():
 
 # A reference to a tracker entry by its number means nothing to a reader of the code: say what the code does.
 TRACKER_REFERENCE = re.compile(r"\bissues? #?\d", flags=re.I)
+#: a speed figure: a time in ms/µs or "Nx faster/slower" (figures go stale: docs/performance.md holds them)
+SPEED_FIGURE = re.compile(r"\b\d+(\.\d+)?\s?(ms|µs|us)\b|\d(\.\d+)?x (faster|slower)\b")
 
 
 def test_no_code_or_test_points_to_a_tracker_issue_instead_of_saying_what_it_does():
@@ -165,3 +167,15 @@ def test_no_code_or_test_points_to_a_tracker_issue_instead_of_saying_what_it_doe
                 if TRACKER_REFERENCE.search(line):
                     found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
     assert not found, "say what the code does instead:\n  " + "\n  ".join(found)
+
+
+def test_no_speed_figure_lives_in_the_code():
+    """The code says why a kernel is chosen; the measured figure, which goes stale as torch changes,
+    lives in docs/performance.md with its source and machine."""
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}"
+        for path in sorted((ROOT / "vitpos").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if SPEED_FIGURE.search(line)
+    ]
+    assert not found, "move the figure to docs/performance.md:\n  " + "\n  ".join(found)

@@ -105,7 +105,7 @@ def rewrite_for_onnx(program: torch.export.ExportedProgram) -> torch.export.Expo
     """``program`` with the operations of :data:`REWRITES` rewritten (:func:`onnx_decompositions`);
     unchanged, without a new trace, where it uses none of them.
 
-    Each ``run_decompositions`` traces the whole program again (about 5 s for bench/export.py's tiny
-    ViT on one AVX2 core), and ``torch.onnx.export`` runs its own right after; the rewrite pass is
-    only worth its trace in the four encodings that call one of these operations."""
+    Each ``run_decompositions`` traces the whole program again, and ``torch.onnx.export`` runs its
+    own right after; the rewrite pass is only worth its trace where a program calls one of these
+    operations (the time it saves: docs/performance.md)."""
     return program.run_decompositions(onnx_decompositions()) if uses_rewritten_ops(program) else program

@@ -37,7 +37,7 @@ def build_attention_mask(
         mask = base[None].masked_fill(key_padding_mask[:, None, None, :], neg)  # (B, H|1, N, N)
     elif mask is not None and mask.dim() == 3:
         # (1, H, N, N): PyTorch's CPU flash kernel takes a 4D float mask but not a 3D one, which
-        # falls back to the math path (measured: one attention fwd+bwd 19.5 -> 12.2 ms, d64/h4/8x8)
+        # falls back to the math path (the figure: docs/performance.md, why the kernels are written as they are)
         mask = mask[None]
     return mask
 
@@ -81,8 +81,8 @@ class Attention(nn.Module):
         q, k, v = self.qkv_heads(x, grid, pe, block)
         drop = self.attn_drop if self.training else 0.0
         if q.device.type == "cpu" and q.dtype == torch.bfloat16:
-            # PyTorch's CPU flash kernel in bf16 ran 1.5-2.7x slower than the math path (fwd + bwd,
-            # vit_micro/vit_tiny shapes, bench/run.py step), while in float32 flash is the faster one.
+            # PyTorch's CPU flash kernel in bf16 is slower than the math path at these shapes, while in
+            # float32 flash is the faster one (the figures: docs/performance.md, bench/run.py step)
             with sdpa_kernel(SDPBackend.MATH):
                 out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)  # (B, H, N, Dh)
         else:

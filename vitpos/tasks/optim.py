@@ -31,8 +31,7 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 def adamw_implementation(model: nn.Module, impl: str = "auto") -> dict:
     """AdamW's kernel choice: ``fused`` (one kernel over all parameters; CUDA,
-    and CPU since torch 2.4: ~3x faster than ``foreach`` for a ViT-tiny's 2.7M
-    parameters on 1 CPU thread, see bench/run.py), ``foreach`` (multi-tensor),
+    and CPU since torch 2.4: the fastest on CPU, docs/performance.md), ``foreach`` (multi-tensor),
     or ``forloop`` (per-parameter Python loop, the reference). ``auto``: fused
     where torch has a fused kernel for the parameters' device, else foreach.
     All three compute the same update (tests/test_fast_paths.py)."""

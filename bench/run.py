@@ -39,7 +39,7 @@ class BenchOptions:
 
     Examples:
       python -m bench.run quick=true threads=2
-      python -m bench.run step rope threads=2 quick=true
+      python -m bench.run step rope threads=2          # the full step and rope tables (minutes)
       python -m bench.run step shapes=[vit_micro] encodings=[rope_2d,learned_1d]
     """
 

@@ -205,8 +205,8 @@ class CompareOptions:
     overrides, failed jobs with their error line. The report folder is rewritten.
 
     Examples:
-      python -m vitpos.compare runs=runs/shapes                           # writes runs/shapes/report
-      python -m vitpos.compare runs=runs/compare_cifar_quick out=report/quick
+      python -m vitpos.compare runs=runs/shapes out=runs/shapes/report    # out= defaults to RUNS/report
+      python -m vitpos.compare runs=runs/compare_cifar_quick out=runs/compare_cifar_quick/report
       python -m vitpos.compare runs=runs/compare_cifar_quick multirun=[multirun]     # + the sweeps' jobs
     """
 

@@ -47,7 +47,7 @@ class VizOptions:
     attn_*.png, attn_distance.csv) are removed first, and the run says so.
 
     Examples:
-      python -m vitpos.viz ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt out=viz
+      python -m vitpos.viz ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 out=viz/shapes   # a run folder: its last.ckpt
       python -m vitpos.viz encoding=rope_2d_mixed out=viz/
     """
 

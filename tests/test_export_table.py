@@ -32,6 +32,18 @@ def test_no_onnx_graph_claims_sizes_its_trace_refuses():
     assert COMMITTED[("rope_2d", "ntk")][2:4] == ["16x16 only", "16x16 only"]
 
 
+def test_every_interpolation_of_positions_exports_at_any_size():
+    """Rescaling positions to the training grid is arithmetic on the size, not a Python decision:
+    every such ``interpolate`` exports with any size. The table resizes of ``learned_1d`` and
+    ``learned_2d`` antialias only when the grid shrinks, a decision per size: from the training size up."""
+    table_resizes = {"learned_1d": "≥ 16x16", "learned_2d": "≥ 16x16"}
+    rows = {name: row[2:4] for (name, strategy), row in COMMITTED.items() if strategy == "interpolate"}
+    assert len(rows) >= 10, rows
+    for name, ranges in rows.items():
+        expected = table_resizes.get(name, "any")
+        assert ranges == [expected, expected], f"{name} interpolate: {ranges}"
+
+
 def agrees(committed: str, fresh: str) -> bool:
     """Two ``ONNX / torch.export`` difference cells agree: the same sizes refused (``-``), and every
     difference within the tolerance on both sides (the digits depend on the machine's kernels)."""

@@ -104,7 +104,8 @@ def fire_inputs(offsets: torch.Tensor, c: torch.Tensor, threshold: torch.Tensor,
     """(..., A) MLP inputs sign(d) psi(|d|) / (psi(max(L, E_a)) + eps) for offsets (..., A), one extent per axis.
 
     ``threshold`` L (scalar tensor); at L == E_a the threshold is taken (its gradient goes to L)."""
-    extent = torch.tensor([float(e) for e in extents], device=offsets.device)  # (A,)
+    # (A,): zero plus each extent keeps a symbolic extent (torch.export) symbolic, where float() would fix it
+    extent = torch.stack([offsets.new_zeros(()) + e for e in extents])
     normaliser = torch.where(threshold >= extent, threshold, extent)  # (A,): max(L, E_a)
     return torch.sign(offsets) * fire_psi(offsets.abs(), c) / (fire_psi(normaliser, c) + EPS)
 

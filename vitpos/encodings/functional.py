@@ -62,10 +62,10 @@ def axis_positions(n: int, n_train: int, interpolate: bool, image: bool, align: 
     training; ``align`` does not apply.
     """
     pos = torch.arange(n, dtype=torch.float32)
-    if not interpolate or n == n_train:
+    if not interpolate or is_size(n, n_train):
         return pos
-    if image:
-        return pos * n_train / n if align == "ratio" else pos * (n_train - 1) / max(n - 1, 1)
+    if image:  # a symbolic n (torch.export) takes the formula, which is the identity at n = n_train
+        return pos * n_train / n if align == "ratio" else pos * (n_train - 1) / torch.sym_max(n - 1, 1)
     return pos * n_train / n if n > n_train else pos
 
 

@@ -128,8 +128,9 @@ def to_onnx(program: torch.export.ExportedProgram) -> bytes:
 
     Where the exporter fails on a program that needed no rewrite, it is tried once more after
     PyTorch's default decompositions: the exporter decomposes with size-oblivious reasoning, under
-    which it cannot prove some reshapes of a dynamic batch to be views (``rel_bias_2d``'s and
-    ``fire_2d``'s interpolated tables); decomposed first with ordinary reasoning, they convert."""
+    which it cannot prove some reshapes of a dynamic batch to be views (the models with the gathered
+    bias tables of ``rel_bias_2d`` and ``fire_2d``); decomposed first with ordinary reasoning, they
+    convert."""
     rewritten = rewrite_for_onnx(program)
     try:
         return convert(rewritten)

@@ -28,6 +28,7 @@ from vitpos.export import FORMATS, Exported, ExportFailed, export_model, geometr
 from vitpos.export.graph import ort_session
 from vitpos.extrapolate.evaluate import choose_strategies
 from vitpos.models import VisionTransformer
+from vitpos.runtime import cpu_supports_bf16
 from vitpos.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,9 +133,9 @@ def machine() -> str:
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     found = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
     cpu = f"{os.cpu_count()}-core {found.group(1).strip() if found else cpu}"
-    if "avx512_bf16" in info:
+    if cpu_supports_bf16():  # the rule trainer.precision=auto follows
         cpu += " with AVX512-BF16"
-    elif re.search(r"\bavx2\b", info):
+    elif torch.backends.cpu.get_cpu_capability() == "AVX2":
         cpu += " with AVX2 only (no AVX512-BF16)"
     threads = torch.get_num_threads()
     return (f"{cpu}, {threads} thread{'s' if threads > 1 else ''}, torch {torch.__version__.split('+')[0]}, "

@@ -21,10 +21,11 @@ from vitpos.tables import markdown_table
 
 def use_threads(threads: int | None) -> None:
     """Time with ``threads`` intra-op threads (None: torch's choice); fewer than one is refused."""
-    if threads is not None and threads < 1:
+    if threads is None:
+        return
+    if threads < 1:
         raise UserError("threads", f"{threads} is not a thread count", "give 1 or more, or leave it out")
-    if threads is not None:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)
 
 
 def _sync() -> None:

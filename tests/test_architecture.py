@@ -159,23 +159,24 @@ TRACKER_REFERENCE = re.compile(r"\bissues? #?\d", flags=re.I)
 SPEED_FIGURE = re.compile(r"\b\d+(\.\d+)?\s?(ms|µs|us)\b|\d(\.\d+)?x (faster|slower)\b")
 
 
+def lines_matching(pattern: re.Pattern, folders: tuple[str, ...]) -> list[str]:
+    """``path:line: text`` of every line of the Python files under ``folders`` that ``pattern`` finds."""
+    return [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}"
+        for folder in folders
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+
+
 def test_no_code_or_test_points_to_a_tracker_issue_instead_of_saying_what_it_does():
-    found = []
-    for folder in ("vitpos", "tests", "scripts", "bench"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            for number, line in enumerate(path.read_text().splitlines(), 1):
-                if TRACKER_REFERENCE.search(line):
-                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
+    found = lines_matching(TRACKER_REFERENCE, ("vitpos", "tests", "scripts", "bench"))
     assert not found, "say what the code does instead:\n  " + "\n  ".join(found)
 
 
 def test_no_speed_figure_lives_in_the_code():
     """The code says why a kernel is chosen; the measured figure, which goes stale as torch changes,
     lives in docs/performance.md with its source and machine."""
-    found = [
-        f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}"
-        for path in sorted((ROOT / "vitpos").rglob("*.py"))
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if SPEED_FIGURE.search(line)
-    ]
+    found = lines_matching(SPEED_FIGURE, ("vitpos",))
     assert not found, "move the figure to docs/performance.md:\n  " + "\n  ".join(found)

@@ -12,7 +12,7 @@ from ckpt_factory import IMAGE, SEQUENCE, make_checkpoint, make_evil_checkpoint
 from conftest import run_command
 
 from bench.export import tiny_model
-from vitpos.export.graph import TOLERANCE, geometry_of, ort_session, trace
+from vitpos.export.graph import TOLERANCE, export_model, geometry_of, ort_session, runner, to_onnx, trace
 from vitpos.export.onnx_ops import (
     REWRITES,
     matrix_exp,
@@ -74,6 +74,67 @@ def test_the_rewrite_pass_runs_where_an_op_onnx_lacks_is_called_and_only_there(n
     assert not uses_rewritten_ops(rewritten)
     assert (rewritten is program) == (name == "rope_2d")
     assert set(REWRITES) <= set(onnx_decompositions())  # the table torch.export users get
+
+
+class RotationTable(torch.nn.Module):
+    """The rotations (N, Dh/2, 2) of a RoPE encoding on the patch grid of the input images."""
+
+    def __init__(self, pos, patch: int):
+        super().__init__()
+        self.pos, self.patch = pos, patch
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        grid = (images.shape[-2] // self.patch, images.shape[-1] // self.patch)
+        return torch.view_as_real(self.pos.rotation(grid, 0, images.device))
+
+
+@pytest.mark.parametrize("strategy", ["ntk", "dynamic", "yarn"])
+def test_size_scaled_rope_traces_its_formula_for_every_size(strategy):
+    """NTK, dynamic NTK and YaRN scale by s = max(1, new / trained side): traced with a symbolic
+    side, the graph computes s, so at a wider grid its rotations are the eager ones of that grid
+    (scaled: unlike plain RoPE's), and at a smaller grid plain RoPE's. The logits of the export
+    table hardly see this (an untrained model); the rotations do."""
+    pos = tiny_model("rope_2d", strategy).pos
+    rows, cols = torch.export.Dim("rows", min=2), torch.export.Dim("cols", min=2)
+    program = torch.export.export(
+        RotationTable(pos, 4), (torch.zeros(1, 3, 16, 16),), dynamic_shapes={"images": {2: 4 * rows, 3: 4 * cols}}
+    )
+    plain = tiny_model("rope_2d", "extrapolate").pos
+    for size, scaled in [((16, 16), False), ((16, 32), True), ((8, 8), False), ((40, 24), True)]:
+        got = program.module()(torch.zeros(1, 3, *size))
+        grid = (size[0] // 4, size[1] // 4)
+        eager = torch.view_as_real(pos.rotation(grid, 0, torch.device("cpu")))
+        unscaled = torch.view_as_real(plain.rotation(grid, 0, torch.device("cpu")))
+        assert torch.allclose(got, eager, atol=1e-6), f"{strategy} at {size}"
+        assert (got - unscaled).abs().max() > 1e-3 if scaled else torch.allclose(got, unscaled, atol=1e-6)
+
+
+class BranchOnWidth(torch.nn.Module):
+    """A patch embedding whose output moves by 1e-6 on images wider than 16 pixels: a Python branch
+    on the size, as invisible in the outputs as a position encoding in an untrained model's logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Conv2d(3, 4, 4, stride=4)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        out = self.embed(images).mean((-2, -1))
+        return out + 1e-6 if images.shape[-1] > 16 else out
+
+
+def test_an_onnx_graph_never_takes_a_size_its_trace_refuses():
+    """The ONNX conversion drops the trace's guards: the graph of a Python branch runs the branch that
+    was traced at every size and agrees with the eager model within the tolerance all the same.
+    The trace's own check refuses the other sizes, so the ONNX graph is fixed-size too."""
+    model = BranchOnWidth().eval()
+    geo = geometry_of(model, (16, 16))
+    onnx_alone = runner("onnx", to_onnx(trace(model, geo, "any size")))
+    wide = geo.example(size=(16, 32))
+    with torch.no_grad():
+        assert np.abs(onnx_alone(wide) - model(wide).numpy()).max() <= TOLERANCE  # the wrong branch, unseen
+    exported = export_model(model, geo, "onnx")
+    assert exported.scope == "fixed size"
+    assert "Guard failed" in exported.reasons[0], exported.reasons
 
 
 @pytest.fixture(scope="module")

@@ -24,12 +24,19 @@ def test_the_table_lists_every_image_encoding_with_each_strategy_once():
 
 def test_no_onnx_graph_claims_sizes_its_trace_refuses():
     """The ONNX graph comes from the torch.export trace, without its guards: its range is never
-    broader than the program's (vitpos/export/graph.py). ``rope_2d`` with ``ntk`` branches on the
-    grid in Python, so both are fixed-size, where the ONNX check alone passed at every size."""
+    broader than the program's (vitpos/export/graph.py; tests/test_export.py shows why on a model
+    with a Python branch on the size)."""
     order = ["any", "≥ 16x16", "16x16 only", "fails"]
     for key, row in COMMITTED.items():
         assert order.index(row[2]) >= order.index(row[3]), f"{key}: ONNX {row[2]}, torch.export {row[3]}"
-    assert COMMITTED[("rope_2d", "ntk")][2:4] == ["16x16 only", "16x16 only"]
+
+
+def test_every_rope_scaling_exports_at_any_size():
+    """NTK, dynamic NTK and YaRN scale by the size ratio as tensor arithmetic under export
+    (``functional.size_ratio``), not by a Python branch on the size."""
+    rows = {key: row[2:4] for key, row in COMMITTED.items() if key[1] in ("ntk", "dynamic", "yarn")}
+    assert len(rows) >= 6, rows
+    assert all(ranges == ["any", "any"] for ranges in rows.values()), rows
 
 
 def test_every_interpolation_of_positions_exports_at_any_size():

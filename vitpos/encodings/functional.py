@@ -196,7 +196,22 @@ def rope_inv_freq(num_pairs: int, base: float) -> torch.Tensor:
     return base ** (-exponent)
 
 
-def ntk_base(base: float, scale: float, rotary_dim: int) -> float:
+def size_ratio(n, n_train: int) -> float | torch.Tensor:
+    """s = max(1, n / n_train), the scale of NTK and YaRN: a float for an integer size; for a
+    symbolic ``n`` (``torch.export`` with dynamic sizes) a 0-d float32 tensor, so that the scaling
+    strategies trace their formula, which is plain RoPE at s = 1, instead of a Python branch on the size."""
+    if isinstance(n, int):
+        return max(1.0, n / n_train)
+    return (torch.zeros(()) + n / n_train).clamp(min=1.0)
+
+
+def scales(s: float | torch.Tensor) -> bool:
+    """Whether a scale from :func:`size_ratio` (or a fixed one) changes anything: above 1, or
+    symbolic (a tensor, whose formula is traced for every size)."""
+    return isinstance(s, torch.Tensor) or s > 1.0
+
+
+def ntk_base(base: float, scale: float | torch.Tensor, rotary_dim: int) -> float | torch.Tensor:
     """NTK-aware base: base * s^(d/(d-2)) (bloc97, 2023), d the rotated width."""
     return base * scale ** (rotary_dim / (rotary_dim - 2))
 
@@ -248,7 +263,7 @@ def yarn_inv_freq(
     """
     if ramp not in YARN_RAMPS:
         raise ValueError(f"unknown YaRN ramp '{ramp}'; valid: {', '.join(YARN_RAMPS)} (encoding.yarn_ramp=...)")
-    if scale <= 1.0:
+    if not scales(scale):
         return inv_freq
     if ramp == "turns":
         turns = train_length * inv_freq / (2 * math.pi)  # r = L / lambda
@@ -264,13 +279,19 @@ def yarn_inv_freq(
     return inv_freq / scale * (1 - keep) + inv_freq * keep
 
 
-def yarn_attention_factor(scale: float) -> float:
-    """YaRN's q and k multiplier sqrt(1/t) = 0.1 ln(s) + 1 (1 when s <= 1)."""
+def yarn_attention_factor(scale: float | torch.Tensor) -> float | torch.Tensor:
+    """YaRN's q and k multiplier sqrt(1/t) = 0.1 ln(s) + 1 (1 when s <= 1); a tensor for a symbolic
+    scale (:func:`size_ratio`)."""
+    if isinstance(scale, torch.Tensor):
+        return 0.1 * torch.log(scale) + 1.0
     return 1.0 if scale <= 1.0 else 0.1 * math.log(scale) + 1.0
 
 
-def rope_angles_to_complex(angles: torch.Tensor, magnitude: float = 1.0) -> torch.Tensor:
-    """exp(i * angles) * magnitude as complex64; angles in float32."""
+def rope_angles_to_complex(angles: torch.Tensor, magnitude: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """exp(i * angles) * magnitude as complex64; angles in float32 (``magnitude``: a number, or a 0-d
+    tensor where it depends on a symbolic size)."""
+    if isinstance(magnitude, torch.Tensor):
+        return torch.polar(magnitude.float().expand(angles.shape), angles.float())
     return torch.polar(torch.full_like(angles, magnitude), angles.float())
 
 
@@ -316,14 +337,15 @@ def _rotate_half_real(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
     return torch.cat([a * cos - b * sin, a * sin + b * cos], -1).type_as(x)
 
 
-def on_grid_tokens(q: torch.Tensor, k: torch.Tensor, prefix: int, rotate, prefix_scale: float = 1.0):
+def on_grid_tokens(q: torch.Tensor, k: torch.Tensor, prefix: int, rotate, prefix_scale: float | torch.Tensor = 1.0):
     """``rotate`` applied to the grid tokens of q and k (B, H, P + N, Dh); the ``prefix`` (class)
     tokens in front pass unrotated, times ``prefix_scale`` (YaRN's temperature) unless it is 1."""
     if prefix == 0:
         return rotate(q), rotate(k)
 
     def one(x: torch.Tensor) -> torch.Tensor:
-        head = x[:, :, :prefix] if prefix_scale == 1.0 else x[:, :, :prefix] * prefix_scale
+        unscaled = isinstance(prefix_scale, (int, float)) and prefix_scale == 1.0  # a tensor: symbolic
+        head = x[:, :, :prefix] if unscaled else x[:, :, :prefix] * prefix_scale
         return torch.cat([head, rotate(x[:, :, prefix:])], dim=2)  # (B, H, P + N, Dh')
 
     return one(q), one(k)

@@ -60,12 +60,13 @@ class RopeScaling:
         self.scale, self.beta_fast, self.beta_slow, self.yarn_ramp = scale, beta_fast, beta_slow, yarn_ramp
         self.align = check_choice(self.name, "align", align, fn.ALIGN_MODES)
 
-    def axis_scale(self, n: int, n_train: int) -> float:
+    def axis_scale(self, n: int, n_train: int) -> float | torch.Tensor:
         """s for NTK/YaRN: the fixed ``scale`` if set (not for ``dynamic``), else
-        the length ratio, never below 1 (shorter grids need no scaling)."""
+        the length ratio, never below 1 (shorter grids need no scaling; a 0-d tensor
+        where ``n`` is symbolic: :func:`~vitpos.encodings.functional.size_ratio`)."""
         if self.scale is not None and self.strategy != "dynamic":
             return float(self.scale)
-        return max(1.0, n / n_train)
+        return fn.size_ratio(n, n_train)
 
     def axis_angles(self, n: int, n_train: int, inv_freq: torch.Tensor, image: bool) -> torch.Tensor:
         """Angles (n, len(inv_freq)) in float32 along one axis."""
@@ -76,7 +77,7 @@ class RopeScaling:
             pos = fn.axis_positions(n, n_train, True, image, self.align)
         elif strategy == "interpolate":
             pos = pos / self.axis_scale(n, n_train)
-        elif strategy in ("ntk", "dynamic") and (s := self.axis_scale(n, n_train)) > 1:
+        elif strategy in ("ntk", "dynamic") and fn.scales(s := self.axis_scale(n, n_train)):
             d = 2 * len(inv_freq)  # width rotated along this axis
             exponent = torch.arange(len(inv_freq), dtype=torch.float32) * 2 / d  # 2i/d
             inv_freq = inv_freq * (self.base / fn.ntk_base(self.base, s, d)) ** exponent  # == base'^(-2i/d)

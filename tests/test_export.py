@@ -5,6 +5,8 @@ The table of every encoding (docs/export.md) is tests/test_export_table.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -12,7 +14,18 @@ from ckpt_factory import IMAGE, SEQUENCE, make_checkpoint, make_evil_checkpoint
 from conftest import run_command
 
 from bench.export import tiny_model
-from vitpos.export.graph import TOLERANCE, export_model, geometry_of, ort_session, runner, to_onnx, trace
+from vitpos.export.cli import report
+from vitpos.export.graph import (
+    TOLERANCE,
+    Exported,
+    Geometry,
+    export_model,
+    geometry_of,
+    ort_session,
+    runner,
+    to_onnx,
+    trace,
+)
 from vitpos.export.onnx_ops import (
     REWRITES,
     matrix_exp,
@@ -76,16 +89,27 @@ def test_the_rewrite_pass_runs_where_an_op_onnx_lacks_is_called_and_only_there(n
     assert set(REWRITES) <= set(onnx_decompositions())  # the table torch.export users get
 
 
-class RotationTable(torch.nn.Module):
-    """The rotations (N, Dh/2, 2) of a RoPE encoding on the patch grid of the input images."""
+class OfGrid(torch.nn.Module):
+    """``table(grid)`` of the patch grid of the input images (patch 4): a table an encoding derives
+    from the grid, exported on its own."""
 
-    def __init__(self, pos, patch: int):
+    def __init__(self, table):
         super().__init__()
-        self.pos, self.patch = pos, patch
+        self.table = table
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        grid = (images.shape[-2] // self.patch, images.shape[-1] // self.patch)
-        return torch.view_as_real(self.pos.rotation(grid, 0, images.device))
+        return self.table((images.shape[-2] // 4, images.shape[-1] // 4))
+
+
+def export_of_grid(table) -> torch.nn.Module:
+    """``OfGrid(table)`` traced with any height and width (multiples of 4, from 8), as a module."""
+    rows, cols = torch.export.Dim("rows", min=2), torch.export.Dim("cols", min=2)
+    images = {"images": {2: 4 * rows, 3: 4 * cols}}
+    return torch.export.export(OfGrid(table), (torch.zeros(1, 3, 16, 16),), dynamic_shapes=images).module()
+
+
+def rotations(pos):
+    return lambda grid: torch.view_as_real(pos.rotation(grid, 0, torch.device("cpu")))  # (N, Dh/2, 2)
 
 
 @pytest.mark.parametrize("strategy", ["ntk", "dynamic", "yarn"])
@@ -94,19 +118,37 @@ def test_size_scaled_rope_traces_its_formula_for_every_size(strategy):
     side, the graph computes s, so at a wider grid its rotations are the eager ones of that grid
     (scaled: unlike plain RoPE's), and at a smaller grid plain RoPE's. The logits of the export
     table hardly see this (an untrained model); the rotations do."""
-    pos = tiny_model("rope_2d", strategy).pos
-    rows, cols = torch.export.Dim("rows", min=2), torch.export.Dim("cols", min=2)
-    program = torch.export.export(
-        RotationTable(pos, 4), (torch.zeros(1, 3, 16, 16),), dynamic_shapes={"images": {2: 4 * rows, 3: 4 * cols}}
-    )
-    plain = tiny_model("rope_2d", "extrapolate").pos
+    pos, plain = tiny_model("rope_2d", strategy).pos, tiny_model("rope_2d", "extrapolate").pos
+    exported = export_of_grid(rotations(pos))
     for size, scaled in [((16, 16), False), ((16, 32), True), ((8, 8), False), ((40, 24), True)]:
-        got = program.module()(torch.zeros(1, 3, *size))
         grid = (size[0] // 4, size[1] // 4)
-        eager = torch.view_as_real(pos.rotation(grid, 0, torch.device("cpu")))
-        unscaled = torch.view_as_real(plain.rotation(grid, 0, torch.device("cpu")))
+        got, eager, unscaled = exported(torch.zeros(1, 3, *size)), rotations(pos)(grid), rotations(plain)(grid)
         assert torch.allclose(got, eager, atol=1e-6), f"{strategy} at {size}"
         assert (got - unscaled).abs().max() > 1e-3 if scaled else torch.allclose(got, unscaled, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["learned_1d", "learned_2d"])
+def test_a_table_resize_antialiases_in_the_graph_exactly_where_eager_does(name):
+    """``antialias=shrink`` antialiases only when the grid shrinks along some axis: under export the
+    choice is a tensor (``functional.shrinks``) and the graph computes both resizes, so every size
+    takes the eager table: plain bicubic when enlarging (unlike ``antialias=always``'s kernel), the
+    antialiased one when shrinking (equal to ``always``'s)."""
+    torch.manual_seed(0)
+    pos = tiny_model(name).pos
+    with torch.no_grad():  # a rough table, so that the two kernels differ clearly
+        for p in pos.parameters():
+            p.normal_()
+    always = tiny_model(name).pos
+    always.load_state_dict(pos.state_dict())
+    always.antialias = "always"
+    exported = export_of_grid(pos.table_for)
+    for size, shrink in [((16, 16), False), ((16, 32), False), ((40, 24), False), ((8, 8), True), ((8, 32), True)]:
+        grid = (size[0] // 4, size[1] // 4)
+        with torch.no_grad():
+            got, eager, antialiased = exported(torch.zeros(1, 3, *size)), pos.table_for(grid), always.table_for(grid)
+        assert torch.allclose(got, eager, atol=1e-5), f"{name} at {size}"
+        if size != (16, 16):
+            assert torch.allclose(got, antialiased, atol=1e-5) == shrink, f"{name} at {size}"
 
 
 class BranchOnWidth(torch.nn.Module):
@@ -167,18 +209,44 @@ def test_onnx_export_has_dynamic_sizes_and_agrees_with_eager(checkpoints, tmp_pa
     assert sorted(p.name for p in out.parent.iterdir()) == ["rope.onnx"]  # no temporary file left
 
 
-def test_torch_export_keeps_the_range_the_encoding_allows(checkpoints, tmp_path):
-    """learned_1d antialiases its table only when the grid shrinks (a choice made in Python): its
-    graph takes sizes from the training size up, and the tool says why not any size."""
+def test_torch_export_takes_a_learned_table_at_any_size(checkpoints, tmp_path):
+    """learned_1d's table resize antialiases only when the grid shrinks: its program takes every size,
+    smaller ones included, and agrees with eager there."""
     out = tmp_path / "l1.pt2"
     ran = run_command("vitpos.export", f"ckpt={checkpoints['learned_1d']}", "format=torch_export", f"out={out}")
     assert ran.code == 0, ran.err
-    assert "from the training size 16x16 up" in ran.out
-    assert "why not any size: at 8x8 the graph fails" in ran.out
+    assert "any height and width that are multiples of 4x4, from 8x8" in ran.out
     program = torch.export.load(out)
-    images = torch.randn(2, 3, 16, 32)
-    got = program.module()(images).detach().numpy()
+    for shape in [(2, 3, 16, 32), (1, 3, 8, 12)]:  # enlarged (plain bicubic), shrunk (antialiased)
+        images = torch.randn(*shape)
+        got = program.module()(images).detach().numpy()
+        assert np.abs(got - eager_logits(checkpoints["learned_1d"], images)).max() <= TOLERANCE
+
+
+def test_the_tool_says_why_a_broader_range_was_refused(checkpoints, tmp_path):
+    """``strategy=error`` refuses every grid but the training one: the graph is fixed-size, and the
+    tool prints why each broader range failed."""
+    out = tmp_path / "l1.pt2"
+    args = [f"ckpt={checkpoints['learned_1d']}", "format=torch_export", "strategy=error", f"out={out}"]
+    ran = run_command("vitpos.export", *args)
+    assert ran.code == 0, ran.err
+    assert "the training size 16x16 only (fixed size)" in ran.out
+    assert ran.out.count("why not") == 2 and "trained on the grid (4, 4)" in ran.out, ran.out
+    images = torch.randn(3, 3, 16, 16)
+    got = torch.export.load(out).module()(images).detach().numpy()
     assert np.abs(got - eager_logits(checkpoints["learned_1d"], images)).max() <= TOLERANCE
+
+
+def test_the_report_names_the_range_from_the_training_size_up():
+    geo = Geometry(3, (4, 4), (16, 16))
+    result = Exported("onnx", "from the training size up", b"", {(16, 16): 0.0, (32, 32): 1e-8}, ["any size: x"])
+    lines = report(result, Path("m.onnx"), geo)
+    assert (
+        lines[0]
+        == "wrote m.onnx: dynamic batch; heights and widths that are multiples of 4x4, from the training size 16x16 up"
+    )
+    assert lines[1] == "  why not any size: x"
+    assert lines[2].endswith("0 at 16x16, 1e-08 at 32x32")
 
 
 BAD = {

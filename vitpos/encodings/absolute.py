@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .base import EncodingContext, Grid, PositionalEncoding, check_choice, register
-from .functional import resample_axis_bicubic, resample_axis_linear, resample_table_1d, resample_table_2d
+from .functional import resample_axis_bicubic, resample_axis_linear, resample_table_1d, resample_table_2d, shrinks
 
 ANTIALIAS_MODES = ("shrink", "always")
 RESAMPLE_MODES = ("linear", "bicubic")
@@ -55,9 +55,10 @@ class _ResizableTable(PositionalEncoding):
         super().__init__(ctx, strategy)
         self.antialias = check_choice(self.name, "antialias", antialias, ANTIALIAS_MODES)
 
-    def _antialias(self, grid: Grid) -> bool:
-        """Whether resizing the trained table to ``grid`` antialiases (both axes alike)."""
-        return self.antialias == "always" or any(n < nt for n, nt in zip(grid, self.train_grid))
+    def _antialias(self, grid: Grid) -> bool | torch.Tensor:
+        """Whether resizing the trained table to ``grid`` antialiases (both axes alike); a 0-d bool
+        tensor for a symbolic grid (:func:`~vitpos.encodings.functional.shrinks`)."""
+        return True if self.antialias == "always" else shrinks(grid, self.train_grid)
 
     def _check_grid(self, grid: Grid) -> None:
         """Refuse ``grid`` under ``error``, in evaluation only (training at any grid resamples)."""

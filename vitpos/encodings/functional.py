@@ -130,7 +130,24 @@ def resample_table_1d(table: torch.Tensor, n_new: int) -> torch.Tensor:
     return x[0].t().to(table.dtype)  # (n_new, D)
 
 
-def resample_axis_bicubic(table: torch.Tensor, n_new: int, antialias: bool) -> torch.Tensor:
+def shrinks(new: tuple, old: tuple[int, ...]) -> bool | torch.Tensor:
+    """Whether the grid ``new`` is smaller than ``old`` along some axis: a bool for integer sizes; for
+    symbolic ones (``torch.export`` with dynamic sizes) a 0-d bool tensor, so that a choice made on it
+    (:func:`resize_bicubic`'s antialiasing) is traced for every size instead of fixed by a guard."""
+    if all(isinstance(n, int) for n in new):
+        return any(n < m for n, m in zip(new, old))
+    return torch.stack([torch.zeros(()) + n < m for n, m in zip(new, old)]).any()
+
+
+def resize_bicubic(x: torch.Tensor, size: tuple, antialias: bool | torch.Tensor) -> torch.Tensor:
+    """``F.interpolate(x, size, mode="bicubic", align_corners=False, antialias=...)``; where
+    ``antialias`` is a 0-d bool tensor (:func:`shrinks` of symbolic sizes), both resizes, selected by it."""
+    if isinstance(antialias, torch.Tensor):
+        return torch.where(antialias, resize_bicubic(x, size, True), resize_bicubic(x, size, False))
+    return F.interpolate(x, size=size, mode="bicubic", align_corners=False, antialias=antialias)
+
+
+def resample_axis_bicubic(table: torch.Tensor, n_new: int, antialias: bool | torch.Tensor) -> torch.Tensor:
     """Bicubically resample a (n, D) table along its first axis to (n_new, D).
 
     The 1D building block of factorized tables (``learned_2d``'s rows and
@@ -143,7 +160,7 @@ def resample_axis_bicubic(table: torch.Tensor, n_new: int, antialias: bool) -> t
     if is_size(n_new, table.shape[0]):
         return table
     x = table.t()[None, :, None, :].float()  # (1, D, 1, n)
-    x = F.interpolate(x, size=(1, n_new), mode="bicubic", align_corners=False, antialias=antialias)
+    x = resize_bicubic(x, (1, n_new), antialias)
     return x[0, :, 0].t().to(table.dtype)  # (n_new, D)
 
 
@@ -158,27 +175,28 @@ def resample_axis_linear(table: torch.Tensor, n_new: int) -> torch.Tensor:
 
 
 def resample_table_2d(
-    table: torch.Tensor, old: tuple[int, int], new: tuple[int, int], antialias: bool | None = None
+    table: torch.Tensor, old: tuple[int, int], new: tuple[int, int], antialias: bool | torch.Tensor | None = None
 ) -> torch.Tensor:
     """Bicubically resample a (h*w, D) row-major table to the grid ``new``.
 
     Identity when the grids match (as timm's ``resample_abs_pos_embed``).
     ``antialias``: None (default) turns it on only when the grid shrinks along
     some axis, so upsizing is plain bicubic (PyTorch's antialiased kernel is a
-    different cubic, a = -0.5, even when enlarging); True always, as timm does.
+    different cubic, a = -0.5, even when enlarging); True always, as timm does
+    (a 0-d bool tensor for symbolic sizes: :func:`shrinks`).
     """
     if all(is_size(n, m) for n, m in zip(new, old)):
         return table
     h, w = old
     if antialias is None:
-        antialias = new[0] < h or new[1] < w
+        antialias = shrinks(new, old)
     x = table.reshape(h, w, -1).permute(2, 0, 1)[None].float()  # (1, D, h, w)
-    if antialias and new[1] == 1 and new[0] != h:
+    if new[1] == 1 and new[0] != h and antialias:  # integer sizes only: a symbolic side is never 1
         # the width-one trap of resample_axis_bicubic: resize the transposed grid instead
         x = F.interpolate(x.transpose(2, 3), size=new[::-1], mode="bicubic", align_corners=False, antialias=True)
         x = x.transpose(2, 3)  # (1, D, h', w')
     else:
-        x = F.interpolate(x, size=new, mode="bicubic", align_corners=False, antialias=antialias)
+        x = resize_bicubic(x, new, antialias)
     return x[0].permute(1, 2, 0).reshape(new[0] * new[1], -1).to(table.dtype)  # (h'*w', D)
 
 

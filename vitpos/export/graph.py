@@ -15,11 +15,11 @@ can accept a dynamic size and still fix it inside the graph (a shape guard, a co
 one size), so the check at other sizes, not the trace, decides.
 
 An ONNX graph is never given a broader range than its trace's guards allow. The conversion drops
-the guards, so where a guard refuses a size (an encoding that takes a Python branch on the grid,
-such as ``learned_1d``'s antialiased resize only when the grid shrinks) the ONNX graph silently runs
-the branch that was traced. The logits of a small untrained model hardly depend on the position encoding (4.5e-7 between
-``rope_2d``'s ``ntk`` and ``extrapolate`` at 16x32 in bench/export.py's model), so the comparison
-with the eager model alone would not see it.
+the guards, so where a guard refuses a size (a model that takes a Python branch on the grid) the
+ONNX graph silently runs the branch that was traced. The logits of a small untrained model hardly
+depend on the position encoding (4.5e-7 between ``rope_2d``'s ``ntk`` and ``extrapolate`` at 16x32
+in bench/export.py's model), so the comparison with the eager model alone would not see it
+(tests/test_export.py shows it on a model with such a branch).
 """
 
 from __future__ import annotations

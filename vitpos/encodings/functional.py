@@ -143,7 +143,7 @@ def resize_bicubic(x: torch.Tensor, size: tuple, antialias: bool | torch.Tensor)
     """``F.interpolate(x, size, mode="bicubic", align_corners=False, antialias=...)``; where
     ``antialias`` is a 0-d bool tensor (:func:`shrinks` of symbolic sizes), both resizes, selected by it."""
     if isinstance(antialias, torch.Tensor):
-        return torch.where(antialias, resize_bicubic(x, size, True), resize_bicubic(x, size, False))
+        return torch.where(antialias.to(x.device), resize_bicubic(x, size, True), resize_bicubic(x, size, False))
     return F.interpolate(x, size=size, mode="bicubic", align_corners=False, antialias=antialias)
 
 

@@ -102,10 +102,8 @@ class OfGrid(torch.nn.Module):
 
 
 def export_of_grid(table) -> torch.nn.Module:
-    """``OfGrid(table)`` traced with any height and width (multiples of 4, from 8), as a module."""
-    rows, cols = torch.export.Dim("rows", min=2), torch.export.Dim("cols", min=2)
-    images = {"images": {2: 4 * rows, 3: 4 * cols}}
-    return torch.export.export(OfGrid(table), (torch.zeros(1, 3, 16, 16),), dynamic_shapes=images).module()
+    """``OfGrid(table)`` traced as the tool traces a model for any size (multiples of 4, from 8), as a module."""
+    return trace(OfGrid(table), Geometry(3, (4, 4), (16, 16)), "any size").module()
 
 
 def rotations(pos):
@@ -133,7 +131,6 @@ def test_a_table_resize_antialiases_in_the_graph_exactly_where_eager_does(name):
     choice is a tensor (``functional.shrinks``) and the graph computes both resizes, so every size
     takes the eager table: plain bicubic when enlarging (unlike ``antialias=always``'s kernel), the
     antialiased one when shrinking (equal to ``always``'s)."""
-    torch.manual_seed(0)
     pos = tiny_model(name).pos
     with torch.no_grad():  # a rough table, so that the two kernels differ clearly
         for p in pos.parameters():

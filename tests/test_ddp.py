@@ -17,6 +17,7 @@ from conftest import ROOT
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from vitpos.data.images import ImageDataModule
+from vitpos.run.status import best_checkpoint
 from vitpos.tasks.classification import ImageClassifier
 
 
@@ -49,8 +50,9 @@ def ddp_run(tmp_path_factory):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (status_file,) = root.rglob("metrics.json")
     status = json.loads(status_file.read_text())
-    checkpoint = torch.load(status["best_checkpoint"], map_location="cpu", weights_only=True)
-    module = ImageClassifier.load_from_checkpoint(status["best_checkpoint"], map_location="cpu", weights_only=True)
+    best = best_checkpoint(status_file.parent, status)  # stored relative to the run folder
+    checkpoint = torch.load(best, map_location="cpu", weights_only=True)
+    module = ImageClassifier.load_from_checkpoint(best, map_location="cpu", weights_only=True)
     data = ImageDataModule(**checkpoint["datamodule_hyper_parameters"])
     data.setup()
     assert len(data.test[0]) == 201 and len(data.val[0]) == 65

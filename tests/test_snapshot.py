@@ -4,6 +4,8 @@ back into ``runs/<group>`` is found by its sweep (those runs report their metric
 missing ones train: docs/results/*/README.md)."""
 
 import json
+import re
+import shutil
 
 import pytest
 import yaml
@@ -36,24 +38,48 @@ def test_only_finished_runs_are_copied_and_never_their_checkpoints(tmp_path):
     assert not (dst / "vit_cpu" / "none-aaaaaa" / "seed1").exists()
 
 
-def folders_named_by(cfg) -> set[tuple[str, ...]]:
-    """(model, label-hash, seed) of the run folder ``cfg`` trains in, for each precision ``auto``
-    can resolve to (bf16-mixed on a CPU with native bf16, 32-true elsewhere)."""
-    names = set()
-    for precision in ("bf16-mixed", "32-true") if cfg.trainer.precision == "auto" else (cfg.trainer.precision,):
-        resolved = cfg.copy()
-        OmegaConf.update(resolved, "trainer.precision", precision)
-        names.add(run_dir(resolved).parts[-3:])
-    return names
-
-
 def test_there_are_committed_snapshot_runs():
     assert len({p.relative_to(RESULTS).parts[0] for p in SNAPSHOT_RUNS}) >= 5, SNAPSHOT_RUNS
 
 
 @pytest.mark.parametrize("hparams", SNAPSHOT_RUNS, ids=[str(p.parent.relative_to(RESULTS)) for p in SNAPSHOT_RUNS])
 def test_a_committed_run_sits_where_its_config_trains(hparams):
-    """A folder named by an older hash (the hash has since covered the resolved precision, among
-    other keys) would make its sweep train the run again instead of reporting it."""
+    """A folder named by an older hash would make its sweep train the run again instead of
+    reporting it. The saved config names its folder by itself (the data's fingerprint and the
+    resolved precision are recorded in ``run``), so this holds in any clone, without the data."""
     cfg = OmegaConf.create(yaml.safe_load(hparams.read_text())["cfg"])
-    assert hparams.parent.parts[-3:] in folders_named_by(cfg), (hparams.parent, folders_named_by(cfg))
+    assert run_dir(cfg).parts[-3:] == hparams.parent.parts[-3:]
+
+
+#: an absolute path in a text: after a space, a quote, '=' or '(' (a URL's '//' is not one)
+ABSOLUTE = re.compile(r"""(?:^|[\s"'=(])/(?:home|root|work|tmp|mnt|Users|var|opt|srv|data)\b""", re.M)
+
+
+def test_no_committed_result_holds_an_absolute_path():
+    texts = [p for p in RESULTS.rglob("*") if p.is_file() and p.suffix in (".yaml", ".json", ".md", ".csv", ".txt")]
+    assert len(texts) > 300
+    found = [f"{p.relative_to(RESULTS)}: {m.group(0)!r}" for p in texts for m in ABSOLUTE.finditer(p.read_text())]
+    assert not found, found[:5]
+
+
+def test_the_snapshot_tool_makes_a_copied_run_portable(tmp_path):
+    """What a run writes where it trained (absolute roots, the full path of its best checkpoint)
+    is rewritten in the copy, and the copy still names the folder it came from."""
+    (committed,) = [
+        p.parent for p in SNAPSHOT_RUNS if "cifar10_full/runs/vit_cpu_d96/cpe-" in str(p) and "seed0" in str(p)
+    ]
+    src = tmp_path / "runs" / "compare_cifar_full"
+    run = src / committed.relative_to(committed.parents[2])
+    shutil.copytree(committed, run)
+    hparams = yaml.safe_load((run / "hparams.yaml").read_text())
+    hparams["cfg"]["run"]["root"] = str(tmp_path / "runs")
+    (run / "hparams.yaml").write_text(yaml.safe_dump(hparams, sort_keys=False))
+    status = json.loads((run / "metrics.json").read_text())
+    status["best_checkpoint"] = str(run / "checkpoints" / "best-epoch019.ckpt")
+    (run / "metrics.json").write_text(json.dumps(status))
+    assert snapshot_runs.snapshot(src, tmp_path / "snap") == 1
+    copied = tmp_path / "snap" / run.relative_to(src)
+    saved = yaml.safe_load((copied / "hparams.yaml").read_text())["cfg"]
+    assert saved["run"]["root"] == "runs" and not ABSOLUTE.search((copied / "hparams.yaml").read_text())
+    assert json.loads((copied / "metrics.json").read_text())["best_checkpoint"] == "checkpoints/best-epoch019.ckpt"
+    assert run_dir(OmegaConf.create(saved)).parts[-3:] == committed.parts[-3:]

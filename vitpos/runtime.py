@@ -44,8 +44,7 @@ def resolve_precision(precision, accelerator: str | None = "auto") -> str | int:
         return precision
     import torch
 
-    use_cuda = accelerator in ("gpu", "cuda") or (accelerator in (None, "auto") and torch.cuda.is_available())
-    if use_cuda:
+    if uses_cuda(accelerator):
         return PRECISION_BF16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "16-mixed"
     return PRECISION_BF16 if cpu_supports_bf16() else PRECISIONS_32
 
@@ -107,6 +106,27 @@ def trainer_precision(trainer: dict) -> str | int:
     Trainer both see the resolved value, so ``auto`` on a machine without bf16
     names the same run as ``32-true``."""
     return resolve_precision(trainer.get("precision", "auto"), trainer.get("accelerator", "auto"))
+
+
+def uses_cuda(accelerator: str | None = "auto") -> bool:
+    """Whether ``trainer.accelerator`` puts the run on a CUDA GPU (``auto``: when one is there)."""
+    import torch
+
+    return accelerator in ("gpu", "cuda") or (accelerator in (None, "auto") and torch.cuda.is_available())
+
+
+def machine_kind(accelerator: str | None = "auto") -> str:
+    """The kind of machine a run trains on, as its record names it: ``cuda-<GPU name>``, else the
+    CPU's kind: ``cpu-avx512bf16`` where ``auto`` trains in bf16, else torch's CPU capability
+    (``cpu-avx2``, ``cpu-avx512``, ...). Kinds differ in precision and speed: a comparison reads
+    this before it sets two runs side by side."""
+    import torch
+
+    if uses_cuda(accelerator) and torch.cuda.is_available():
+        return f"cuda-{torch.cuda.get_device_name()}"
+    if cpu_supports_bf16():
+        return "cpu-avx512bf16"
+    return f"cpu-{torch.backends.cpu.get_cpu_capability().lower()}"
 
 
 def resolve_runtime(cfg) -> None:

@@ -35,9 +35,9 @@ from vitpos.cli import progress_bar, quiet_console, quiet_side_by_side, summary_
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import UPSAMPLED, evaluate_module, metric_name
 from vitpos.run.folder import claim
-from vitpos.run.identity import next_commands, run_dir, run_label
+from vitpos.run.identity import next_commands, record, run_dir, run_label
 from vitpos.run.resume import check_weights_fit, finished_run, resume_path
-from vitpos.run.status import read_status, write_status
+from vitpos.run.status import best_checkpoint, read_status, relative_to_run, write_status
 from vitpos.runtime import launcher_workers, resolve_runtime, sweep_jobs, trainer_precision
 from vitpos.tables import final_scores_markdown, sweep_markdown
 from vitpos.tasks import build
@@ -62,6 +62,7 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
         quiet_side_by_side()
     resolve_runtime(cfg)  # threads per sweep job
     L.seed_everything(cfg.seed, workers=True, verbose=False)
+    record(cfg)  # the data's fingerprint, the resolved precision, the machine: saved with the run
     out = run_dir(cfg)
     log.info("run folder: %s", out)
     with claim(out, Path(cfg.run.root)):  # also words a write the disk refused (one line: path, cause)
@@ -232,7 +233,7 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
             metrics,
             max_epochs=cfg.trainer.get("max_epochs"),
             epochs=trainer.current_epoch,
-            best_checkpoint=best,
+            best_checkpoint=relative_to_run(out, best),
         )
     if launcher_workers() == 1:  # joblib's side by side: the sweep's end line per job says it (vitpos/run/sweep.py)
         print(format_metrics(metrics, out))
@@ -259,7 +260,7 @@ def unmeasured_note(cfg: DictConfig, metrics: dict[str, float], out: Path) -> st
     if not missing:
         return None
     status = read_status(out) or {}
-    ckpt = status.get("best_checkpoint") or out / "checkpoints" / "last.ckpt"
+    ckpt = best_checkpoint(out, status) or out / "checkpoints" / "last.ckpt"
     option = "lengths" if kind == "len" else "resolutions"
     listed = ",".join(str(list(s)) if not isinstance(s, (int, str)) else str(s) for s in missing).replace(" ", "")
     return (

@@ -16,6 +16,11 @@ readable, two different configurations can never share a folder (the README's
 always maps to the same folder (so it resumes), and the seeds of one
 configuration sit side by side under one folder, which is what ``compare``
 averages over. ``train.py`` prints the folder and the commands to look at it.
+
+A folder must survive an upgrade and a move: a key added to the configs later counts only where
+it changes what runs (:func:`counts`), and the saved config records what the hash read from the
+machine (:func:`record`: the data's fingerprint, the resolved precision), so a copied run names
+its folder without the data, on any machine.
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ import hashlib
 import json
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
-from vitpos.runtime import trainer_precision
+from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
+from vitpos.runtime import machine_kind, trainer_precision
 from vitpos.sizes import compact
 
 #: config sections that define a run (what ``resume=auto`` compares, what the hash covers)
@@ -51,8 +57,10 @@ NOT_DEFINING = {
         "default_root_dir",
     },
 }
-#: keys added after runs existed, with the values that mean "as before": left out of the hash at
-#: those values, so that a run folder made before the key existed is found again (and resumes)
+#: keys the hash has not always covered, with the values that mean "as before": left out of the
+#: hash at those values, so that a run folder made before the key existed is found again (and
+#: resumes). A key outside this table and :mod:`vitpos.run.hashed_keys` is left out while it is
+#: null; an encoding option, while it is at its ``__init__`` default (:func:`new_key_matters`).
 ADDED_KEYS = {
     "data": {
         "train_sizes": (None,),
@@ -70,25 +78,81 @@ MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 
 
 def identity(cfg: DictConfig | dict) -> dict:
-    """The run-defining part of ``cfg`` as plain containers (seed and run names excluded)."""
+    """The run-defining part of ``cfg`` as plain containers (seed and run names excluded).
+
+    Each key of :data:`RUN_DEFINING`'s sections counts unless :data:`NOT_DEFINING` names it or it
+    is at a value that keeps the earlier behaviour (:func:`counts`); a strategy alias counts as
+    the strategy it names. The data set counts by its content fingerprint and ``auto`` precision
+    by what it resolves to: both as the run recorded them (:func:`record`), else as found here."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    recorded = plain.get("run") or {}
     out = {}
     for section in RUN_DEFINING:
         values = plain.get(section) or {}
-        out[section] = {k: v for k, v in values.items() if k not in NOT_DEFINING.get(section, ())}
-        if section == "data":
-            out[section] = _compact_sizes(out[section])
-        for key, as_before in ADDED_KEYS.get(section, {}).items():
-            if out[section].get(key, None) in as_before:
-                out[section].pop(key, None)
-    if "precision" in out["trainer"]:  # auto: what it resolves to here (vitpos/runtime.py)
-        out["trainer"]["precision"] = trainer_precision(plain.get("trainer") or {})
-    if out["data"].get("fingerprint") is None:  # what the run trains on, not where it lies (data.root)
+        out[section] = {k: v for k, v in values.items() if counts(section, k, v, values)}
+    out["data"] = _compact_sizes(out["data"])
+    _resolve_strategy(out["encoding"])
+    if "precision" in out["trainer"]:  # auto: what it resolved to (vitpos/runtime.py)
+        out["trainer"]["precision"] = recorded.get("precision") or trainer_precision(plain.get("trainer") or {})
+    fingerprint = out["data"].pop("fingerprint", None) or recorded.get("data_fingerprint")
+    if fingerprint is None:  # what the run trains on, not where it lies (data.root)
         fingerprint = data_fingerprint(plain.get("data") or {})
-        out["data"].pop("fingerprint", None)
-        if fingerprint is not None:
-            out["data"]["fingerprint"] = fingerprint
+    if fingerprint is not None:
+        out["data"]["fingerprint"] = fingerprint
     return out
+
+
+def counts(section: str, key: str, value, values: dict) -> bool:
+    """Whether ``section.key = value`` is part of the run's identity (``values``: the section)."""
+    if key in NOT_DEFINING.get(section, ()):
+        return False
+    as_before = ADDED_KEYS.get(section, {}).get(key)
+    if as_before is not None:
+        return value not in as_before
+    if section == "encoding":
+        return key in ENCODING_KEYS.get(str(values.get("name")), ()) or new_key_matters(values, key, value)
+    return key in SECTION_KEYS.get(section, ()) or value is not None
+
+
+def new_key_matters(encoding: dict, key: str, value) -> bool:
+    """An encoding option the hash has not always covered counts unless it is null or at its
+    ``__init__`` default (so an option added to an encoding keeps every earlier run's folder)."""
+    if value is None:
+        return False
+    try:
+        return value != get_encoding_class(str(encoding.get("name"))).option_default(key)
+    except KeyError:  # not an option of the class (the check refuses it before any run)
+        return True
+
+
+def _resolve_strategy(encoding: dict) -> None:
+    """An alias (``linear``) counts as the strategy it names (``interpolate``): one run, one folder."""
+    strategy = encoding.get("strategy")
+    if isinstance(strategy, str):
+        try:
+            aliases = get_encoding_class(str(encoding.get("name"))).strategy_aliases
+        except KeyError:  # an unknown encoding: the check refuses it before any run
+            return
+        encoding["strategy"] = aliases.get(strategy, strategy)
+
+
+def record(cfg: DictConfig) -> None:
+    """Write into ``cfg.run`` what the run's identity found on this machine, so that the saved
+    config (``hparams.yaml``, every checkpoint) names the run without the data or the machine:
+    ``data_fingerprint`` (the data set's content, :mod:`vitpos.data.fingerprint`; null for generated
+    data), ``precision`` (``trainer.precision`` resolved) and ``machine``
+    (:func:`vitpos.runtime.machine_kind`). Values the config already records are kept."""
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    trainer = plain.get("trainer") or {}
+    found = {
+        "data_fingerprint": data_fingerprint(plain.get("data") or {}),
+        "precision": str(trainer_precision(trainer)),
+        "machine": machine_kind(trainer.get("accelerator", "auto")),
+    }
+    with open_dict(cfg):
+        for key, value in found.items():
+            if cfg.run.get(key) is None:
+                cfg.run[key] = value
 
 
 def _compact_sizes(data: dict) -> dict:
@@ -121,8 +185,11 @@ def run_label(cfg: DictConfig) -> str:
     enc = cfg.encoding
     label = "+".join(enc.parts) if enc.name == "combo" else str(enc.name)
     strategy = enc.get("strategy")
-    if strategy and enc.name != "combo" and strategy != get_encoding_class(enc.name).strategies[0]:
-        label += f"@{strategy}"
+    if strategy and enc.name != "combo":
+        cls = get_encoding_class(enc.name)
+        strategy = cls.strategy_aliases.get(strategy, strategy)  # linear and interpolate: one folder
+        if strategy != cls.strategies[0]:
+            label += f"@{strategy}"
     return label
 
 

@@ -36,3 +36,18 @@ def read_status(folder: Path) -> dict | None:
         return None
     body["metrics"] = {k: (math.nan if v is None else float(v)) for k, v in body.get("metrics", {}).items()}
     return body
+
+
+def best_checkpoint(folder: Path, status: dict | None) -> Path | None:
+    """The checkpoint ``test/acc`` scored, from a run's ``metrics.json``: stored relative to the run
+    folder (so a moved or copied run still names it; older runs stored the full path)."""
+    stored = (status or {}).get("best_checkpoint")
+    return Path(folder) / stored if stored else None
+
+
+def relative_to_run(folder: Path, path: str | Path | None) -> str | None:
+    """``path`` as :func:`best_checkpoint` reads it back: relative to the run folder when inside it."""
+    if not path:
+        return None
+    path, folder = Path(path).absolute(), Path(folder).absolute()
+    return str(path.relative_to(folder)) if path.is_relative_to(folder) else str(path)

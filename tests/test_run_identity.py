@@ -1,0 +1,133 @@
+"""A run folder's name survives a new config key, an alias and a move.
+
+The hash (:func:`vitpos.run.identity.identity`) covers the keys of :mod:`vitpos.run.hashed_keys`
+as they are; a key added later counts only where it changes what runs (not null, not at the value
+:data:`~vitpos.run.identity.ADDED_KEYS` declares as before, an encoding option not at its
+``__init__`` default). The saved config records what the hash found on the machine (the data's
+fingerprint, the resolved precision), so a run names its folder without the data.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+from conftest import ROOT, compose_train
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf, open_dict
+from test_snapshot import SNAPSHOT_RUNS
+
+from vitpos.encodings import get_encoding_class
+from vitpos.run import identity as ident
+from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
+from vitpos.run.identity import record, run_dir
+
+SHAPES = ("data=shapes", "model=vit_micro")
+
+
+def compose_from(configs, *overrides: str):
+    with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+def test_a_key_added_at_its_as_before_value_keeps_every_folder(tmp_path, monkeypatch):
+    """A copy of the configs with one more data option, at the value that reproduces the earlier
+    behaviour: a fresh run and every committed snapshot run keep their folders; set to anything
+    else, the option moves the run to a new folder."""
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    for name in ("cifar10.yaml", "shapes.yaml"):
+        with (configs / "data" / name).open("a") as f:
+            f.write("jitter: 0.0           # a new augmentation, off as before\nnote: null\n")
+    monkeypatch.setitem(ident.ADDED_KEYS, "data", {**ident.ADDED_KEYS["data"], "jitter": (0.0,)})
+    for overrides in [SHAPES, ("experiment=compare_cifar_full", "encoding=rope_2d", "seed=2")]:
+        assert run_dir(compose_from(configs, *overrides)) == run_dir(compose_train(*overrides))
+    moved = run_dir(compose_from(configs, *SHAPES, "data.jitter=0.1"))
+    assert moved != run_dir(compose_train(*SHAPES))
+    assert run_dir(compose_from(configs, *SHAPES, "data.note=x")) != run_dir(compose_train(*SHAPES))
+    for hparams in SNAPSHOT_RUNS:
+        cfg = OmegaConf.create(yaml.safe_load(hparams.read_text())["cfg"])
+        with open_dict(cfg):
+            cfg.data.jitter, cfg.data.note = 0.0, None
+        assert run_dir(cfg).parts[-3:] == hparams.parent.parts[-3:], hparams
+
+
+def test_an_encoding_option_added_at_its_default_keeps_the_folder():
+    """``layout`` is an option of rope_2d that its config file never held: at the class's default
+    it names the same run, at another value another run."""
+    assert "layout" not in ENCODING_KEYS["rope_2d"]
+    default = get_encoding_class("rope_2d").option_default("layout")
+    other = next(v for v in ("mixed", "half", "interleaved", "split") if v != default)
+    plain = run_dir(compose_train(*SHAPES, "encoding=rope_2d"))
+    assert run_dir(compose_train(*SHAPES, "encoding=rope_2d", f"+encoding.layout={default}")) == plain
+    assert run_dir(compose_train(*SHAPES, "encoding=rope_2d", f"+encoding.layout={other}")) != plain
+
+
+@pytest.mark.parametrize("encoding", ["rope_2d", "string_cayley"])
+def test_an_alias_and_its_strategy_share_one_folder(encoding):
+    linear = run_dir(compose_train(*SHAPES, f"encoding={encoding}", "encoding.strategy=linear"))
+    assert linear == run_dir(compose_train(*SHAPES, f"encoding={encoding}", "encoding.strategy=interpolate"))
+    assert linear.parent.name.startswith(f"{encoding}@interpolate-")
+    assert linear != run_dir(compose_train(*SHAPES, f"encoding={encoding}", "encoding.strategy=ntk"))
+
+
+def composed_configs():
+    """Every config a user reaches by one choice: each encoding, data set, model and experiment."""
+    groups = {g: sorted(p.stem for p in (ROOT / "configs" / g).glob("*.yaml")) for g in ("encoding", "experiment")}
+    yield compose_train()
+    for name in groups["encoding"]:
+        yield compose_train(f"encoding={name}")
+    for name in groups["experiment"]:
+        yield compose_train(f"experiment={name}")
+    yield compose_train("data=seq_copy", "task=sequence", "model=seq_small", "encoding=rope_1d")
+
+
+def test_every_key_a_config_holds_is_one_the_hash_knows_or_null():
+    """The rule that keeps folders is only as good as this: a key the hash has never covered must
+    enter the configs at null (or at a value declared in ADDED_KEYS, or be NOT_DEFINING), else it
+    would silently be left out of the identity while it changes what runs."""
+    unknown = set()
+    for cfg in composed_configs():
+        plain = OmegaConf.to_container(cfg, resolve=True)
+        for section in ident.RUN_DEFINING:
+            values = plain.get(section) or {}
+            known = ENCODING_KEYS.get(values.get("name"), ()) if section == "encoding" else SECTION_KEYS[section]
+            for key, value in values.items():
+                declared = (
+                    key in known
+                    or key in ident.NOT_DEFINING.get(section, ())
+                    or key in ident.ADDED_KEYS.get(section, {})
+                )
+                if (
+                    not declared
+                    and value is not None
+                    and (section != "encoding" or ident.new_key_matters(values, key, value))
+                ):
+                    unknown.add(f"{section}.{key}={value!r}")
+    assert not unknown, (
+        f"{sorted(unknown)}: new keys at a non-null default; give each the value that keeps the earlier behaviour "
+        "in vitpos/run/identity.py ADDED_KEYS, or list it in NOT_DEFINING"
+    )
+
+
+def test_a_run_records_what_names_it_without_the_data_or_the_machine(tmp_path):
+    from test_bad_input import small_imagefolder
+
+    data = small_imagefolder(tmp_path / "data", per_class=2)
+    cfg = compose_train("data.format=imagefolder", f"data.root={data}", "run.model=vit_cpu")
+    folder = run_dir(cfg)
+    record(cfg)
+    assert len(cfg.run.data_fingerprint) == 12 and cfg.run.precision in ("bf16-mixed", "32-true")
+    assert cfg.run.machine.startswith(("cpu-", "cuda-"))
+    shutil.rmtree(data)  # the saved config names the run without the data
+    assert run_dir(cfg) == folder
+    with open_dict(cfg):
+        cfg.run.precision = "32-true" if cfg.run.precision == "bf16-mixed" else "bf16-mixed"
+    assert run_dir(cfg) != folder  # and the precision it recorded, not this machine's
+
+
+def test_generated_data_records_no_fingerprint():
+    cfg = compose_train(*SHAPES)
+    record(cfg)
+    assert cfg.run.data_fingerprint is None and cfg.run.precision

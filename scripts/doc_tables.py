@@ -128,7 +128,9 @@ def mean_std(row: dict[str, str], metric: str, seeds: int = 2) -> str:
 def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]) -> str:
     """The README's headline of a full comparison: per encoding, its position parameters (the
     run's parameters minus those of the ``none`` run of the same model), test and validation
-    accuracy (mean ± std over seeds, or "(1 seed)"; the best test score in bold), the flip
+    accuracy (mean ± std over seeds, or "(1 seed)"), the test score's 95% interval and group (rows
+    sharing a letter are not distinguishable; every score not distinguishable from the best in
+    bold: vitpos/compare/stats.py), the flip
     test-time-augmented score beside the plain one when every row has it (never instead of it),
     and each seed's minutes (fit + evaluation); best test score first. One budget (the report's
     section key) only: two protocols never share a table."""
@@ -137,7 +139,7 @@ def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]
         raise ValueError(f"the headline takes one budget; the report has {len(budgets)}: {budgets}")
     complete = [r for r in runs if r.get("status") == "complete"]
     baseline = {float(r["params"]) for r in complete if encoding_of(r["label"]) == "none" and r["params"]}
-    best = max(float(r["test/acc_mean"]) for r in report)
+    best = max(report, key=lambda r: float(r["test/acc_mean"])).get("test/acc_group") or ""
     flip = all(r.get("test/acc_flip_mean") for r in report)  # runs from before flip TTA have none
     table, seed_lists = [], set()
     for row in sorted(report, key=lambda r: -float(r["test/acc_mean"])):
@@ -147,14 +149,19 @@ def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]
         position = f"{int(min(params) - min(baseline)):,}" if len(params) == len(baseline) == 1 else "-"
         minutes = " / ".join(f"{float(r['time/fit_min']) + float(r['time/eval_min']):.1f}" for _, r in seeds)
         test, val = (mean_std(row, m, len(seeds)) for m in ("test/acc", "val/acc_best"))
-        test = f"**{test}**" if float(row["test/acc_mean"]) == best else test
+        group = row.get("test/acc_group") or ""
+        test = f"**{test}**" if set(group) & set(best) else test
+        low, high = row.get("test/acc_ci_low"), row.get("test/acc_ci_high")
+        interval = f"{100 * float(low):.1f}–{100 * float(high):.1f}" if low and high else "one seed"
         seed_lists.add(" / ".join(str(seed) for seed, _ in seeds))
         flipped = [mean_std(row, "test/acc_flip", len(seeds))] if flip else []
-        table.append([f"`{encoding_of(row['label'])}`", position, test, *flipped, val, minutes])
+        table.append([f"`{encoding_of(row['label'])}`", position, test, interval, group, *flipped, val, minutes])
     header = [
         "encoding",
         "position params",
         "test acc (%)",
+        "95% interval",
+        "group",
         *(["flip TTA (%)"] if flip else []),
         "val acc (%)",
         "run min (seed " + seed_lists.pop() + ")" if len(seed_lists) == 1 else "run min (by seed)",

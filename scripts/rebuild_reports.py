@@ -6,7 +6,8 @@
     python scripts/rebuild_reports.py --into /tmp/reports       # rebuild elsewhere: docs/ untouched (a check)
 
 THIS REWRITES TRACKED FILES in docs/results/<name>/ (report.md, report.csv, runs.csv and the
-plots), then the tables that README.md and docs/*.md quote from the reports (the blocks between
+plots), then docs/leaderboard.md and its picture (scripts/leaderboard.py), then the tables that
+README.md and docs/*.md quote from the reports (the blocks between
 "<!-- generated: ... -->" markers, scripts/doc_pages.py). It is the only command that
 writes into docs/: the commands in the README and the docs write their reports under runs/. The
 runs come from docs/results/<name>/runs/ (a snapshot written by scripts/snapshot_runs.py) or from
@@ -26,6 +27,7 @@ from pathlib import Path
 if not __package__:  # run as `python scripts/rebuild_reports.py`: import its siblings as `scripts.*`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scripts import leaderboard  # noqa: E402
 from scripts.doc_pages import PAGES, RESULTS, ROOT, refresh_page  # noqa: E402
 from vitpos.compare import compare  # noqa: E402
 
@@ -100,6 +102,7 @@ def main(argv: list[str]) -> int:
             print(f"error: RUNS_FOLDER={source}: {err}", file=sys.stderr)
             return 2
     if into.resolve() == RESULTS.resolve():  # the pages quote the committed reports only
+        print(f"rewrote {shown(leaderboard.write(RESULTS))} and its picture", flush=True)
         for page in PAGES:
             if refresh_page(page):
                 print(f"rewrote the generated tables of {page.relative_to(ROOT)}", flush=True)

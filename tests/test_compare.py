@@ -98,9 +98,17 @@ def test_markdown_in_percent_with_seed_counts(report, runs):
     md = (runs / "out" / "report.md").read_text()
     assert md == report.report
     header, rows = rows_of(md, "## cifar10")
-    assert header.split("|")[1:-1] == [" label ", " params ", " val/acc (best) ", " test/acc "]
+    assert header.split("|")[1:-1] == [
+        " label ",
+        " params ",
+        " val/acc (best) ",
+        " test/acc ",
+        " 95% interval ",
+        " group ",
+    ]
     assert "79.0 ± 1.4 (2)" in rows["`rope_2d`"]  # test/acc: mean 0.79, std sqrt(2e-4) = 0.0141
-    assert "66.0 ± — (1)" in rows["`cpe`"]
+    assert "66.0 ± — (1)" in rows["`cpe`"] and " one seed " in rows["`cpe`"]  # no interval of its own
+    assert "Not distinguishable from the best test/acc (`rope_2d`) at 95%" in md and "Holm" in md
     assert list(rows) == ["`rope_2d`", "`sincos_2d`", "`cpe`"]  # best test/acc first
     assert "`cifar10/learned_1d/seed0`: **incomplete**: no test/acc; last epoch 1" in md
     assert "acc_vs_length.png not drawn" in md
@@ -113,8 +121,11 @@ def test_flip_tta_sits_beside_the_plain_score_when_logged(tmp_path):
         write_run(tmp_path / "cifar10" / "cpe" / f"seed{seed}", [0.5, 0.6, 0.6], final)
     md = compare(tmp_path, tmp_path / "out").report
     header, rows = rows_of(md, "## cifar10")
-    assert header.split("|")[1:-1] == [" label ", " val/acc (best) ", " test/acc ", " test/acc (flip TTA) "]
-    assert rows["`cpe`"].split("|")[3:5] == [" 62.0 ± 2.8 (2) ", " 63.5 ± 2.1 (2) "]
+    assert header.split("|")[1:-1] == [
+        " label ", " val/acc (best) ", " test/acc ", " 95% interval ", " group ", " test/acc (flip TTA) "
+    ]  # fmt: skip
+    cells = rows["`cpe`"].split("|")
+    assert (cells[3], cells[6]) == (" 62.0 ± 2.8 (2) ", " 63.5 ± 2.1 (2) ")
 
 
 def test_one_resolution_table_per_strategy(report, runs):

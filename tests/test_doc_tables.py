@@ -115,32 +115,36 @@ def test_the_aspect_table_puts_non_square_sizes_between_the_squares_and_adds_up_
 def test_the_comparison_headline_counts_position_parameters_against_none_and_keeps_one_budget():
     budget = "cifar10, full train set × 13 epochs"
 
-    def summary(label, test, val):
+    def summary(label, test, val, group="a", ci=("", "")):
         return {"label": label, "budget": budget, "test/acc_mean": test, "test/acc_std": "0.01",
-                "val/acc_best_mean": val, "val/acc_best_std": ""}  # fmt: skip
+                "val/acc_best_mean": val, "val/acc_best_std": "", "test/acc_group": group,
+                "test/acc_ci_low": ci[0], "test/acc_ci_high": ci[1]}  # fmt: skip
 
     def run(label, seed, params, fit, status="complete"):
         return {"label": label, "seed": str(seed), "params": params, "time/fit_min": fit, "time/eval_min": "0.5",
                 "status": status}  # fmt: skip
 
-    report = [summary("none-111111", "0.60", "0.61"), summary("cpe-222222", "0.70", "0.71")]
+    report = [summary("none-111111", "0.60", "0.61", "b"), summary("cpe-222222", "0.70", "0.71", "a", ("0.68", "0.72"))]
     runs = [run("none-111111", 0, "1000", "8"), run("cpe-222222", 1, "1640", "9.0"),
             run("cpe-222222", 0, "1640", "8.1"), run("cpe-222222", 2, "1640", "1.0", status="failed")]  # fmt: skip
     lines = comparison_headline(report, runs).splitlines()
     assert lines[0].endswith("| run min (by seed) |")  # the encodings ran different seeds
     assert lines[2:] == [
-        "| `cpe` | 640 | **70.0 ± 1.0** | 71.0 ± 0.0 | 8.6 / 9.5 |",  # seeds in order; the failed run is not one
-        "| `none` | 0 | 60.0 (1 seed) | 61.0 (1 seed) | 8.5 |",  # one seed: no spread to print
+        "| `cpe` | 640 | **70.0 ± 1.0** | 68.0–72.0 | a | 71.0 ± 0.0 | 8.6 / 9.5 |",  # seeds in order, not the failed
+        "| `none` | 0 | 60.0 (1 seed) | one seed | b | 61.0 (1 seed) | 8.5 |",  # one seed: no spread to print
     ]
+    # not distinguishable from the best (a shared letter): bold as well, no ranking inside the noise
+    tied = comparison_headline([{**report[0], "test/acc_group": "ab"}, report[1]], runs).splitlines()
+    assert tied[3].startswith("| `none` | 0 | **60.0 (1 seed)** |")
     with pytest.raises(ValueError, match="one budget"):
         comparison_headline([*report, {**report[0], "budget": "cifar10, 6,000 images × 8 epochs"}], runs)
     # flip test-time augmentation: a column beside the plain score once every row has it
     flipped = [{**report[0], "test/acc_flip_mean": "0.605", "test/acc_flip_std": "0.005"},
                {**report[1], "test/acc_flip_mean": "0.71", "test/acc_flip_std": ""}]  # fmt: skip
     lines = comparison_headline(flipped, runs).splitlines()
-    assert lines[0].startswith("| encoding | position params | test acc (%) | flip TTA (%) | val acc (%) |")
-    assert lines[2] == "| `cpe` | 640 | **70.0 ± 1.0** | 71.0 ± 0.0 | 71.0 ± 0.0 | 8.6 / 9.5 |"
-    assert lines[3] == "| `none` | 0 | 60.0 (1 seed) | 60.5 (1 seed) | 61.0 (1 seed) | 8.5 |"
+    assert lines[0].startswith("| encoding | position params | test acc (%) | 95% interval | group | flip TTA (%) |")
+    assert lines[2] == "| `cpe` | 640 | **70.0 ± 1.0** | 68.0–72.0 | a | 71.0 ± 0.0 | 71.0 ± 0.0 | 8.6 / 9.5 |"
+    assert lines[3] == "| `none` | 0 | 60.0 (1 seed) | one seed | b | 60.5 (1 seed) | 61.0 (1 seed) | 8.5 |"
 
 
 def test_the_lever_table_puts_base_first_and_counts_every_minute():

@@ -16,6 +16,7 @@ import re
 
 import pandas as pd
 
+from vitpos.compare.stats import METHOD
 from vitpos.sizes import size_order
 from vitpos.tables import EXTRAP, markdown_table
 
@@ -57,7 +58,9 @@ def main_table(groups: pd.DataFrame, names: dict[str, str]) -> str:
     metrics = ("params", "val/acc_best", "test/acc_raw", "test/acc_flip", "time/fit_min", "time/eval_min")
     has = {m: f"{m}_mean" in groups and groups[f"{m}_mean"].notna().any() for m in metrics}
     header = ["label"] + (["params"] if has["params"] else []) + (["val/acc (best)"] if has["val/acc_best"] else [])
-    header += ["test/acc"] + (["test/acc (raw weights)"] if has["test/acc_raw"] else [])
+    stats = "test/acc_group" in groups and groups["test/acc_group"].notna().any()
+    header += ["test/acc"] + (["95% interval", "group"] if stats else [])
+    header += ["test/acc (raw weights)"] if has["test/acc_raw"] else []
     header += ["test/acc (flip TTA)"] if has["test/acc_flip"] else []
     header += [c for m, c in (("time/fit_min", "fit min"), ("time/eval_min", "eval min")) if has[m]]
     rows = []
@@ -65,11 +68,39 @@ def main_table(groups: pd.DataFrame, names: dict[str, str]) -> str:
         cells = [f"`{names[g['label']]}`"] + ([fmt_params(g["params_mean"])] if has["params"] else [])
         cells += [fmt(g["val/acc_best_mean"], g["val/acc_best_std"], g["seeds"])] if has["val/acc_best"] else []
         cells += [fmt(g.get("test/acc_mean", math.nan), g.get("test/acc_std", math.nan), g["seeds"])]
+        cells += [fmt_interval(g["test/acc_ci_low"], g["test/acc_ci_high"]), f"{g['test/acc_group']}"] if stats else []
         for m in ("test/acc_raw", "test/acc_flip"):
             cells += [fmt(g[f"{m}_mean"], g[f"{m}_std"], g["seeds"])] if has[m] else []
         cells += [fmt_minutes(g[f"{m}_mean"]) for m in ("time/fit_min", "time/eval_min") if has[m]]
         rows.append(cells)
     return markdown_table(header, rows)
+
+
+def fmt_interval(low, high) -> str:
+    """A 95% interval in percent, "74.9-75.9"; "one seed" where there is none."""
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return "one seed"
+    return f"{100 * low:.1f}–{100 * high:.1f}"
+
+
+def tied_sentence(groups: pd.DataFrame, names: dict[str, str]) -> list[str]:
+    """What the seeds resolve in one section: the labels that share a letter with the best, in a
+    sentence, and the method. Nothing when the section has one label or no statistics."""
+    if "test/acc_group" not in groups or len(groups) < 2 or groups["test/acc_group"].isna().all():
+        return []
+    ordered = _ordered(groups)
+    best = ordered.iloc[0]
+    tied = [f"`{names[r['label']]}`" for _, r in ordered.iloc[1:].iterrows()
+            if set(str(r["test/acc_group"])) & set(str(best["test/acc_group"]))]  # fmt: skip
+    head = f"Not distinguishable from the best test/acc (`{names[best['label']]}`) at 95%: "
+    what = (
+        (", ".join(tied) + f" ({len(tied)} of {len(groups) - 1})") if tied else "none: it is resolved from every other"
+    )
+    return [
+        head + what + ". Rows sharing a letter in **group** are not distinguishable from each other. "
+        f"Method: {METHOD}.",
+        "",
+    ]
 
 
 def fmt_minutes(minutes: float) -> str:
@@ -115,7 +146,8 @@ def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, jobs: list, notes:
         "# Results",
         "",
         "Accuracy in %: mean ± std over the complete seeds (std with ddof=1; — for a single seed), "
-        "(n) the number of seeds. Runs whose model or training budget differ are in separate sections.",
+        "(n) the number of seeds; the 95% interval and the groups come from the seeds' variance pooled over the "
+        "section (vitpos/compare/stats.py). Runs whose model or training budget differ are in separate sections.",
     ]
     keys = ["task", "model", "budget"]
     sections = rows[keys].drop_duplicates().sort_values(keys).itertuples(index=False)
@@ -127,7 +159,7 @@ def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, jobs: list, notes:
             parts.append("_No complete runs._")
             continue
         names = display_labels(list(sel["label"]))
-        parts += [main_table(sel, names), ""]
+        parts += [main_table(sel, names), ""] + tied_sentence(sel, names)
         for kind in ("res", "len"):
             parts += strategy_tables(sel, names, kind)
     bad = rows[~rows["complete"].astype(bool)].sort_values(["task", "label", "path"])

@@ -16,6 +16,7 @@ from vitpos.compare.plots import plot_extrapolation, plot_val_curves
 from vitpos.compare.protocol import COLUMNS as PROTOCOL
 from vitpos.compare.read import Job, Run, find_jobs, find_param_count, find_runs, read_run, runs_of_jobs
 from vitpos.compare.report import markdown_report
+from vitpos.compare.stats import Group, analyse
 from vitpos.sizes import size_order
 from vitpos.tables import EXTRAP
 
@@ -115,7 +116,29 @@ def aggregate(rows: pd.DataFrame) -> pd.DataFrame:
             rec[f"{m}_mean"] = v.mean() if len(v) else math.nan
             rec[f"{m}_std"] = v.std(ddof=1) if len(v) >= 2 else (0.0 if len(v) else math.nan)
         out.append(rec)
-    return pd.DataFrame(out, columns=None if out else [*KEYS, "seeds", "seed_list"])
+    return add_statistics(pd.DataFrame(out, columns=None if out else [*KEYS, "seeds", "seed_list"]))
+
+
+SECTION = ["task", "model", "budget"]
+
+
+def add_statistics(groups: pd.DataFrame, metric: str = "test/acc") -> pd.DataFrame:
+    """``metric``'s 95% interval (``_ci_low``, ``_ci_high``; empty for one seed) and its letters
+    (``_group``: labels sharing a letter are not distinguishable) within each report section
+    (:func:`vitpos.compare.stats.analyse`)."""
+    if f"{metric}_mean" not in groups or not len(groups):
+        return groups
+    groups = groups.copy()
+    for column in ("_ci_low", "_ci_high", "_group"):
+        groups[metric + column] = None
+    for _, sel in groups.groupby(SECTION, sort=False):
+        stats = analyse([Group(r["label"], r[f"{metric}_mean"], r[f"{metric}_std"] if r["seeds"] >= 2 else math.nan,
+                               int(r["seeds"])) for _, r in sel.iterrows()])  # fmt: skip
+        for index, row in sel.iterrows():
+            interval = stats.interval.get(row["label"])
+            groups.loc[index, [f"{metric}_ci_low", f"{metric}_ci_high"]] = interval if interval else (None, None)
+            groups.loc[index, f"{metric}_group"] = stats.letters.get(row["label"], "")
+    return groups
 
 
 # ----------------------------------------------------------------------- API

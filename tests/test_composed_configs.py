@@ -96,7 +96,7 @@ def test_a_comparison_labels_its_runs_by_encoding_not_by_the_row(experiment):
 
 def test_the_shared_list_is_every_image_encoding_once():
     names = shared_list()
-    assert len(names) == 19
+    assert names  # no count written here: the registry says what belongs
     assert len(set(names)) == len(names), "an encoding is listed twice"
     images = set(list_encodings(grid_dims=2))
     not_images = [name for name in names if name not in images]

@@ -77,6 +77,7 @@ PAGES = (
     "README.md",
     "docs/recipe.md",
     "docs/results.md",
+    "docs/leaderboard.md",
     "docs/extrapolation.md",
     "docs/sequences.md",
     "docs/compare.md",
@@ -224,7 +225,7 @@ RUNNERS = {
 }
 
 # What the replay directory holds besides the command outputs (links made below).
-LINKED = ("train.py", "configs", "bench")
+LINKED = ("train.py", "configs", "bench", "docs")  # docs: the example plug-in file
 # Folders the commands write without naming them, each one the README explains.
 EXPECTED = {
     "data": "the README's data step (unpack-cifar10.sh data) and the decoded-data cache",
@@ -235,7 +236,7 @@ TIMEOUT_S = 900  # per command; a hang fails the test instead of blocking CI
 
 # ```python blocks that are not scripts, by their first line, with the reason.
 SKIP_PYTHON = {
-    "# a new module in vitpos/encodings/, here my_encoding.py (import it in vitpos/encodings/__init__.py)": (
+    "# a new module in vitpos/encodings/, here my_encoding.py (every module of the package is imported)": (
         "a file to add to the package (relative imports), not a script; the registry-wide tests "
         "(tests/test_registry.py) run every registered encoding"
     ),

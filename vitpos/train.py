@@ -32,6 +32,7 @@ from vitpos.callbacks import (
     divergence_hint,
 )
 from vitpos.cli import progress_bar, quiet_console, quiet_side_by_side, summary_line
+from vitpos.encodings.plugins import load_named
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import UPSAMPLED, evaluate_module, metric_name
 from vitpos.run.folder import claim
@@ -62,6 +63,7 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
         quiet_side_by_side()
     resolve_runtime(cfg)  # threads per sweep job
     L.seed_everything(cfg.seed, workers=True, verbose=False)
+    load_named(cfg.encoding)  # a plug-in named on the command line (each sweep job's process imports it)
     record(cfg)  # the data's fingerprint, the resolved precision, the machine: saved with the run
     out = run_dir(cfg)
     log.info("run folder: %s", out)
@@ -237,7 +239,7 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         )
     if launcher_workers() == 1:  # joblib's side by side: the sweep's end line per job says it (vitpos/run/sweep.py)
         print(format_metrics(metrics, out))
-        print(next_commands(out, str(cfg.task.name), best))
+        print(next_commands(out, str(cfg.task.name), best, cfg.encoding.get("module")))
     return metrics
 
 

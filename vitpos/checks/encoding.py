@@ -27,7 +27,9 @@ def check_encoding(c: dict, image: bool) -> None:
     from vitpos.encodings import EncodingContext, OptionError, create_encoding, get_encoding_class
 
     enc = dict(c["encoding"])
-    name = enc.pop("name", None)
+    name, module = enc.pop("name", None), enc.pop("module", None)
+    if module is not None or name is None:
+        check_plugin(name, module)
     try:
         cls = get_encoding_class(str(name))
     except KeyError:
@@ -72,6 +74,27 @@ def check_encoding(c: dict, image: bool) -> None:
     except (ValueError, TypeError, KeyError, RuntimeError) as err:
         message = str(err.args[0] if isinstance(err, KeyError) else err)
         raise UserError("encoding", message.rstrip("."), f"model: dim {m['dim']}, {m['num_heads']} heads") from None
+
+
+def check_plugin(name, module) -> None:
+    """``encoding=plugin``: both ``encoding.module`` and ``encoding.name`` given, and the module
+    imports (a missing file, or the plug-in's own error, in one line)."""
+    from vitpos.encodings.plugins import load_module
+
+    if not module or not name:
+        raise UserError(
+            "encoding.module" if not module else "encoding.name",
+            "an encoding of your own needs its file and its registered name",
+            "encoding=plugin encoding.module=<file.py or module> encoding.name=<name>",
+        )
+    try:
+        load_module(str(module))
+    except ImportError as err:  # ModuleNotFoundError: no such file or module
+        raise UserError("encoding.module", str(err).removeprefix(f"encoding.module={module}: "),
+                        "give a .py file or an importable module name") from None  # fmt: skip
+    except Exception as err:  # the plug-in's own code failed: say where, in one line
+        raise UserError("encoding.module", f"{module} failed to import: {type(err).__name__}: {err}",
+                        "fix the file, then run again") from None  # fmt: skip
 
 
 def exercise(pe, ctx) -> None:

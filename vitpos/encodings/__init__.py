@@ -3,27 +3,14 @@
 >>> from vitpos.encodings import create_encoding, list_encodings
 >>> pe = create_encoding("rope_2d", dim=192, num_heads=3, grid=(8, 8))  # or create_encoding(name, EncodingContext(...))
 
+Every module of the package is imported (its ``@register`` classes join the
+registry): adding an encoding is adding one file. Encodings from outside the
+package: :mod:`vitpos.encodings.plugins`.
+
 This package imports torch and itself only: the folder can be copied into
 another project as it is.
 """
 
-from . import (  # noqa: F401  (register them)
-    absolute,
-    alibi,
-    combo,
-    comrope,
-    cpe,
-    fire,
-    liere,
-    lookhere,
-    pape,
-    relative,
-    rope,
-    rope_dinov3,
-    sincos,
-    string_rope,
-    t5_bias,
-)
 from .base import (
     EncodingContext,
     Grid,
@@ -35,6 +22,9 @@ from .base import (
     register,
 )
 from .cross_modal import CrossModalRoPE
+from .plugins import import_package_modules
+
+import_package_modules(__name__, __path__)  # every module registers its encodings: no list to edit
 
 __all__ = [
     "CrossModalRoPE",

@@ -222,16 +222,32 @@ def register(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
     return cls
 
 
-def list_encodings(grid_dims: int | None = None) -> list[str]:
-    """Registered names, sorted; only those supporting ``grid_dims`` if given."""
-    return sorted(name for name, cls in _REGISTRY.items() if grid_dims is None or grid_dims in cls.grid_dims)
+def list_encodings(grid_dims: int | None = None, plugins: bool = False) -> list[str]:
+    """Registered names, sorted; only those supporting ``grid_dims`` if given. ``plugins``: also
+    the encodings registered from outside the package (:mod:`vitpos.encodings.plugins`); the
+    built-in list is what sweeps and registry-wide tests cover."""
+    from .plugins import is_builtin
+
+    return sorted(
+        name
+        for name, cls in _REGISTRY.items()
+        if (grid_dims is None or grid_dims in cls.grid_dims) and (plugins or is_builtin(cls))
+    )
 
 
 def get_encoding_class(name: str) -> type[PositionalEncoding]:
-    if name not in _REGISTRY:
+    """The class registered as ``name``; an unknown name first looks through the installed
+    plug-ins (entry-point group ``vitpos.encodings``), then raises a ``KeyError`` listing the
+    valid names."""
+    from .plugins import load_entry_points
+
+    if name not in _REGISTRY and not (load_entry_points() and name in _REGISTRY):
+        others = [n for n in list_encodings(plugins=True) if n not in list_encodings()]
+        also = f"; plug-ins: {', '.join(others)}" if others else ""
         raise KeyError(
-            f"unknown encoding '{name}'; valid names: {', '.join(list_encodings())} "
-            "(set encoding=<name>, or encoding.parts=[a,b] with encoding=combo)"
+            f"unknown encoding '{name}'; valid names: {', '.join(list_encodings())}{also} "
+            "(set encoding=<name>, or encoding.parts=[a,b] with encoding=combo; an encoding of your own: "
+            "encoding=plugin encoding.module=<file.py> encoding.name=<name>)"
         )
     return _REGISTRY[name]
 
@@ -261,6 +277,7 @@ def create_encoding(
     options raise a ``TypeError`` naming the options the encoding takes.
     """
     cls = get_encoding_class(name)
+    options.pop("module", None)  # the plug-in file that registered ``name``: loaded by the command, never here
     direct = {"dim": dim, "num_heads": num_heads, "grid": grid}
     if ctx is None:
         missing = [k for k, v in direct.items() if v is None]

@@ -20,7 +20,7 @@ from vitpos.errors import UserError
 from vitpos.files import atomic_path
 from vitpos.run.checkpoint import newest_checkpoint, task_kind
 from vitpos.sizes import as_hw
-from vitpos.tasks.build import from_checkpoint
+from vitpos.tasks.build import from_checkpoint, load_plugin
 
 from .graph import FORMATS, TOLERANCE, Exported, ExportFailed, export_model, geometry_of
 
@@ -56,6 +56,12 @@ class ExportOptions:
                          choices=list(FORMATS))  # fmt: skip
     strategy: str | None = option(None, "the encoding's strategy for sizes other than the training size",
                                   metavar="NAME", default_text="the run's own")  # fmt: skip
+    module: str | None = option(
+        None,
+        "the plug-in encoding's .py file or module the run trained with "
+        "(its encoding.module=); never loaded from the checkpoint",
+        metavar="FILE|MODULE",
+    )
 
 
 def check_options(opts: ExportOptions) -> Path:
@@ -129,6 +135,7 @@ def report(result: Exported, out: Path, geo) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv, ExportOptions, prog="python -m vitpos.export", usage="ckpt=PATH [key=value ...]")
     out = check_options(opts)
+    load_plugin(opts.module)
     path = newest_checkpoint(opts.ckpt, "exporting")
     model, cfg = load_image_model(path, opts.strategy)
     geo = geometry_of(model, as_hw(cfg["data"]["img_size"], "data.img_size"))

@@ -25,7 +25,7 @@ from vitpos.run.checkpoint import CheckpointError, find_checkpoints, task_kind
 from vitpos.runtime import resolve_precision
 from vitpos.sizes import MARKERS, as_hw, compact, equivalent_side, is_integer, orientation, plain_size, size_order
 from vitpos.tables import frame_to_markdown
-from vitpos.tasks.build import from_checkpoint
+from vitpos.tasks.build import from_checkpoint, load_plugin
 
 OPTION = {"res": "resolutions", "len": "lengths"}
 
@@ -67,6 +67,12 @@ class ExtrapolateOptions:
     out: str = option("extrapolation", "the folder for extrapolation.csv, .md and .png", metavar="DIR")
     device: str = option("cuda" if torch.cuda.is_available() else "cpu", "where to evaluate: cpu, cuda, cuda:1, ...",
                          metavar="DEVICE", default_text="cuda when available, else cpu")  # fmt: skip
+    module: str | None = option(
+        None,
+        "the plug-in encoding's .py file or module the run trained with "
+        "(its encoding.module=); never loaded from the checkpoint",
+        metavar="FILE|MODULE",
+    )
     data: dict[str, Any] = option({}, "overrides the run's data config, e.g. data.eval_batch_size=64",
                                   prefix=True, default_text="the run's", example="data.eval_batch_size=64")  # fmt: skip
 
@@ -243,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         opts.strategies = [opts.strategies]  # one strategy by name
     for size in opts.resolutions or []:  # a malformed size is bad input (exit 2), before any checkpoint loads
         as_hw(size, "resolutions")
+    load_plugin(opts.module)
     out = Path(opts.out)
     rows, failures = evaluate_checkpoints(opts, write=lambda rows: write_outputs(rows, out, plot=False))
     if rows:

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
+from vitpos.encodings.plugins import is_builtin, module_digest, source_digest
 from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
 from vitpos.runtime import machine_kind, trainer_precision
 from vitpos.sizes import compact
@@ -92,6 +93,9 @@ def identity(cfg: DictConfig | dict) -> dict:
         out[section] = {k: v for k, v in values.items() if counts(section, k, v, values)}
     out["data"] = _compact_sizes(out["data"])
     _resolve_strategy(out["encoding"])
+    source = recorded.get("encoding_source") or plugin_source(plain.get("encoding") or {})
+    if source is not None:  # a plug-in is code: its source defines the run, its path does not
+        out["encoding"]["source"] = source
     if "precision" in out["trainer"]:  # auto: what it resolved to (vitpos/runtime.py)
         out["trainer"]["precision"] = recorded.get("precision") or trainer_precision(plain.get("trainer") or {})
     fingerprint = out["data"].pop("fingerprint", None) or recorded.get("data_fingerprint")
@@ -104,7 +108,7 @@ def identity(cfg: DictConfig | dict) -> dict:
 
 def counts(section: str, key: str, value, values: dict) -> bool:
     """Whether ``section.key = value`` is part of the run's identity (``values``: the section)."""
-    if key in NOT_DEFINING.get(section, ()):
+    if key in NOT_DEFINING.get(section, ()) or (section, key) == ("encoding", "module"):
         return False
     as_before = ADDED_KEYS.get(section, {}).get(key)
     if as_before is not None:
@@ -125,6 +129,22 @@ def new_key_matters(encoding: dict, key: str, value) -> bool:
         return True
 
 
+def plugin_source(encoding: dict) -> str | None:
+    """The source digest of the encoding's class when it comes from outside the package (a
+    plug-in file, module or entry point; :func:`vitpos.encodings.plugins.source_digest`), else
+    None. A plug-in that cannot be loaded here has none (the check refuses such a run)."""
+    if encoding.get("module"):  # the file the command names, read without importing it again
+        try:
+            return module_digest(str(encoding["module"]))
+        except (ImportError, ValueError, OSError):
+            return None
+    try:
+        cls = get_encoding_class(str(encoding.get("name")))
+    except KeyError:
+        return None
+    return None if is_builtin(cls) else source_digest(cls)
+
+
 def _resolve_strategy(encoding: dict) -> None:
     """An alias (``linear``) counts as the strategy it names (``interpolate``): one run, one folder."""
     strategy = encoding.get("strategy")
@@ -141,13 +161,15 @@ def record(cfg: DictConfig) -> None:
     config (``hparams.yaml``, every checkpoint) names the run without the data or the machine:
     ``data_fingerprint`` (the data set's content, :mod:`vitpos.data.fingerprint`; null for generated
     data), ``precision`` (``trainer.precision`` resolved) and ``machine``
-    (:func:`vitpos.runtime.machine_kind`). Values the config already records are kept."""
+    (:func:`vitpos.runtime.machine_kind`), and for a plug-in encoding ``encoding_source`` (the digest
+    of its code, :func:`plugin_source`). Values the config already records are kept."""
     plain = OmegaConf.to_container(cfg, resolve=True)
     trainer = plain.get("trainer") or {}
     found = {
         "data_fingerprint": data_fingerprint(plain.get("data") or {}),
         "precision": str(trainer_precision(trainer)),
         "machine": machine_kind(trainer.get("accelerator", "auto")),
+        "encoding_source": plugin_source(plain.get("encoding") or {}),
     }
     with open_dict(cfg):
         for key, value in found.items():
@@ -211,7 +233,7 @@ def run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run.root) / str(cfg.run.group) / model_name(cfg) / name / f"seed{cfg.seed}"
 
 
-def next_commands(folder: Path, task: str, best: str | Path | None = None) -> str:
+def next_commands(folder: Path, task: str, best: str | Path | None = None, module: str | None = None) -> str:
     """What to run next to look at the run in ``folder`` (printed at the end of training).
 
     The tools get ``best``, the checkpoint that ``test/acc`` scored, when there is one, so that
@@ -222,12 +244,13 @@ def next_commands(folder: Path, task: str, best: str | Path | None = None) -> st
     ckpt = Path(best) if best else folder / "checkpoints" / "last.ckpt"
     if ckpt.is_absolute() and not folder.is_absolute() and ckpt.is_relative_to(Path.cwd()):
         ckpt = ckpt.relative_to(Path.cwd())  # as the run folder is printed
+    plugin = f" module={module}" if module else ""  # a plug-in: the tools load it only when told
     lines = [
         "next:",
         f"  tensorboard --logdir {runs}",
         f"  python -m vitpos.compare runs={group} out={group}/report",
-        f"  python -m vitpos.extrapolate ckpt={ckpt} out={folder}/extrapolation",
+        f"  python -m vitpos.extrapolate ckpt={ckpt}{plugin} out={folder}/extrapolation",
     ]
     if task != "sequence":
-        lines.append(f"  python -m vitpos.viz ckpt={ckpt} out={folder}/viz")
+        lines.append(f"  python -m vitpos.viz ckpt={ckpt}{plugin} out={folder}/viz")
     return "\n".join(lines)

@@ -14,6 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from vitpos.data.images import ImageDataModule
 from vitpos.data.sequence import SequenceDataModule
+from vitpos.encodings import get_encoding_class
+from vitpos.encodings.plugins import load_module
 from vitpos.errors import CheckpointError, UserError
 from vitpos.run.checkpoint import load_checkpoint, task_kind
 
@@ -43,6 +45,33 @@ def build(cfg: DictConfig | dict, pretrained: bool = True) -> tuple[L.LightningM
     raise UserError("task.name", f"unknown task {name!r}", f"valid: {', '.join(TASKS)} (task=...)")
 
 
+def load_plugin(module: str | None) -> None:
+    """Import the plug-in encoding a tool's ``module=`` names (the file or module its run was
+    trained with: ``encoding.module=``); a tool never loads one from a path inside a checkpoint."""
+    if not module:
+        return
+    try:
+        load_module(module)
+    except ImportError as err:
+        raise UserError(
+            "module", str(err).split(": ", 1)[-1], "give the .py file or module the run trained with"
+        ) from None
+
+
+def needs_plugin(path, saved: dict) -> None:
+    """Refuse, in one line, a checkpoint whose encoding is not registered here (a plug-in not loaded)."""
+    encoding = saved.get("encoding") or {}
+    try:
+        get_encoding_class(str(encoding.get("name")))
+    except KeyError:
+        module = encoding.get("module")
+        fix = f"pass module={module}" if module else "install the package that provides it"
+        raise CheckpointError(
+            f"ckpt={path}: trained with the plug-in encoding {encoding.get('name')!r}, which is not loaded "
+            f"(code is never loaded from a checkpoint): {fix}"
+        ) from None
+
+
 def from_checkpoint(path: str | Path, overrides: dict | None = None):
     """(module with the checkpoint's weights, its datamodule, the run's config) from a
     vitpos checkpoint, loaded with ``weights_only=True`` (never runs code from the file).
@@ -55,6 +84,7 @@ def from_checkpoint(path: str | Path, overrides: dict | None = None):
     if not (saved.get("task") or {}).get("name"):  # checkpoints that saved only model/encoding/optim/data
         name = "sequence" if task_kind(saved) == "len" else "classification"
         saved["task"] = {**(saved.get("task") or {}), "name": name}
+    needs_plugin(path, saved)
     cfg = OmegaConf.create(saved)
     for key, value in (overrides or {}).items():
         OmegaConf.update(cfg, key, value)

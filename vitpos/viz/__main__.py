@@ -16,7 +16,7 @@ from vitpos.cli import option, parse_options, run_main
 from vitpos.errors import UserError
 from vitpos.run.checkpoint import newest_checkpoint
 from vitpos.sizes import as_hw
-from vitpos.tasks.build import from_checkpoint
+from vitpos.tasks.build import from_checkpoint, load_plugin
 
 from .attention import attention_distance_data
 from .pictures import pictures_for
@@ -55,6 +55,12 @@ class VizOptions:
         None, "the checkpoint to draw: a .ckpt file, a run folder or a glob pattern", metavar="PATH"
     )
     encoding: str | None = option(None, "or: an encoding to draw on a freshly initialized ViT", metavar="NAME")
+    module: str | None = option(
+        None,
+        "the plug-in encoding's .py file or module the run trained with "
+        "(its encoding.module=); never loaded from the checkpoint",
+        metavar="FILE|MODULE",
+    )
     out: str = option("viz", "the folder for the pictures", metavar="DIR")
     n_images: int = option(4, "images in the attention maps")
     blocks: Any = option("all", "blocks shown by the RoPE and bias pictures: all, or a list", metavar="all|[INT,...]",
@@ -77,6 +83,7 @@ def parse_args(argv: list[str] | None) -> VizOptions:
     )
     if (args.ckpt is None) == (args.encoding is None):
         raise UserError("ckpt/encoding", "give exactly one of ckpt=PATH or encoding=NAME", "--help for the usage")
+    load_plugin(args.module)
     if args.ckpt is not None:
         args.ckpt = str(newest_checkpoint(args.ckpt, "drawing"))
     return args

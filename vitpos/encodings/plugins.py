@@ -1,0 +1,126 @@
+"""Encodings from outside the package: an installed plug-in or one file.
+
+An encoding is one module whose class is decorated with :func:`~vitpos.encodings.base.register`.
+It reaches the registry in one of three ways:
+
+- **inside the package**: every module of ``vitpos/encodings`` is imported when the package is
+  (:func:`import_package_modules`): no import list to edit;
+- **an installed package** declares its modules or classes in the entry-point group
+  ``vitpos.encodings`` (the convention of pytest and Lightning plug-ins), e.g. in its
+  ``pyproject.toml``::
+
+      [project.entry-points."vitpos.encodings"]
+      my_enc = "my_package.my_enc"
+
+  They are imported the first time a name is not found among the built-in encodings
+  (:func:`load_entry_points`), so installed plug-ins never join the built-in list;
+- **a file or module named on the command line** (``encoding.module=my_enc.py``, or the tools'
+  ``module=``): :func:`load_module`. Nothing loads a module from a path read out of a checkpoint:
+  the command names it, as it names the checkpoint.
+
+A plug-in is code: :func:`source_digest` of its module is part of a run's identity, so editing the
+file and running again trains again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import pkgutil
+import sys
+from pathlib import Path
+
+GROUP = "vitpos.encodings"
+_LOADED: dict[str, str] = {}  # what load_module was given -> the module name it imported
+_ENTRY_POINTS_LOADED = False
+
+
+def import_package_modules(package: str, path: list[str]) -> None:
+    """Import every module of the package at ``path`` (its encodings register themselves)."""
+    for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name):
+        importlib.import_module(f"{package}.{info.name}")
+
+
+def load_module(spec: str) -> str:
+    """Import the plug-in ``spec``, a ``.py`` file or an importable module name (``my_pkg.my_enc``),
+    once; returns the module's name. A missing file or module raises :class:`ModuleNotFoundError`
+    with what was looked for."""
+    if spec in _LOADED:
+        return _LOADED[spec]
+    if _is_file_spec(spec):
+        path = Path(spec).expanduser()
+        if not path.is_file():
+            raise ModuleNotFoundError(f"encoding.module={spec}: no such file (give a .py file or a module name)")
+        digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
+        name = f"vitpos_plugin_{path.stem}_{digest}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    else:
+        name = importlib.import_module(spec).__name__
+    _LOADED[spec] = name
+    return name
+
+
+def load_entry_points() -> bool:
+    """Import the installed plug-ins of the entry-point group ``vitpos.encodings`` (once); returns
+    whether this call imported any."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return False
+    _ENTRY_POINTS_LOADED = True
+    found = list(importlib.metadata.entry_points(group=GROUP))
+    for entry in found:
+        entry.load()
+    return bool(found)
+
+
+def forget_entry_points() -> None:
+    """Let :func:`load_entry_points` look again (a test that puts an entry point on ``sys.path``)."""
+    global _ENTRY_POINTS_LOADED
+    _ENTRY_POINTS_LOADED = False
+
+
+def is_builtin(cls: type) -> bool:
+    """Whether ``cls`` is one of this package's own encodings."""
+    return cls.__module__.startswith(__name__.rsplit(".", 1)[0] + ".")
+
+
+def source_digest(cls: type) -> str:
+    """12 hex digits of the source file that defines ``cls``: a plug-in's part of a run's identity."""
+    return _file_digest(Path(inspect.getsourcefile(cls)))
+
+
+def module_digest(spec: str) -> str | None:
+    """:func:`source_digest` of the plug-in ``spec`` (a file or a module name) without importing it;
+    None when it cannot be found."""
+    if _is_file_spec(spec):
+        path = Path(spec).expanduser()
+    else:
+        found = importlib.util.find_spec(spec)
+        path = Path(found.origin) if found is not None and found.origin else None
+    return _file_digest(path) if path is not None and path.is_file() else None
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def _is_file_spec(spec: str) -> bool:
+    return spec.endswith(".py") or "/" in spec or "\\" in spec
+
+
+def load_named(encoding: dict) -> None:
+    """Import the plug-in an ``encoding`` config names in ``module`` (``encoding.module=...``),
+    if any: the command line named it, so loading it is the user's choice."""
+    spec = (encoding or {}).get("module")
+    if spec:
+        load_module(str(spec))

@@ -4,7 +4,8 @@
     python scripts/snapshot_runs.py --portable docs/results/*/runs   # rewrite snapshots in place
 
 Each ``<model>/<label>-<hash>/seed<k>`` folder whose ``metrics.json`` says ``complete`` is copied
-with its ``metrics.json``, ``hparams.yaml`` and TensorBoard event files (about 130 kB a run), so
+with its ``metrics.json``, ``hparams.yaml``, per-image test predictions (``test_predictions.npz``,
+runs since they exist) and TensorBoard event files (about 150 kB a run), so
 the report can be regenerated (``python -m vitpos.compare runs=docs/results/cifar10_full/runs``) and a
 sweep can continue on another machine: copy the snapshot back into ``runs/<group>/`` and rerun
 the sweep command; the finished runs are skipped (their metrics.json is all it checks when no
@@ -45,7 +46,7 @@ def snapshot(src: Path, dst: Path) -> int:
             continue
         target = dst / run.relative_to(src)
         target.mkdir(parents=True, exist_ok=True)
-        for f in [status, run / "hparams.yaml", *run.glob("events.out.tfevents.*")]:
+        for f in [status, run / "hparams.yaml", run / "test_predictions.npz", *run.glob("events.out.tfevents.*")]:
             if f.is_file():
                 shutil.copy2(f, target / f.name)
         portable(target, run)

@@ -83,3 +83,19 @@ def test_the_snapshot_tool_makes_a_copied_run_portable(tmp_path):
     assert saved["run"]["root"] == "runs" and not ABSOLUTE.search((copied / "hparams.yaml").read_text())
     assert json.loads((copied / "metrics.json").read_text())["best_checkpoint"] == "checkpoints/best-epoch019.ckpt"
     assert run_dir(OmegaConf.create(saved)).parts[-3:] == committed.parts[-3:]
+
+
+def test_a_run_saves_its_per_image_predictions_and_the_snapshot_keeps_them(tmp_path):
+    """The predicted and true class of every test image, in test-set order: their agreement is the
+    run's test/acc, so a comparison can also bootstrap over test images."""
+    import numpy as np
+    from conftest import finished_run
+    from test_bad_input import TINY
+
+    run = finished_run(tmp_path / "runs", *TINY)
+    saved = np.load(run / "test_predictions.npz")
+    assert saved["predicted"].dtype == np.uint8 and len(saved["true"]) == 64  # data.num_test=64
+    accuracy = float((saved["predicted"] == saved["true"]).mean())
+    assert accuracy == pytest.approx(json.loads((run / "metrics.json").read_text())["metrics"]["test/acc"])
+    assert snapshot_runs.snapshot(run.parents[2], tmp_path / "snap") == 1
+    assert (tmp_path / "snap" / run.relative_to(run.parents[2]) / "test_predictions.npz").is_file()

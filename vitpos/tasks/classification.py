@@ -61,6 +61,7 @@ class ImageClassifier(TaskModule):
         # Only where training flips (data.hflip): labels that change under mirroring (shapes) are not.
         flip_tta = task.get("flip_tta", False) and data.get("hflip", True)
         self.test_acc_flip = accuracy(data["num_classes"], None) if flip_tta else None
+        self.test_predictions: list[tuple[torch.Tensor, torch.Tensor]] = []  # (predicted, true) per test batch
         self.label_smoothing = task.get("label_smoothing", 0.0)
         self.mixup = None
         if task.get("mixup", 0) > 0 or task.get("cutmix", 0) > 0:
@@ -95,6 +96,9 @@ class ImageClassifier(TaskModule):
         if self.ema is not None:
             self.ema.update(self.model, step=self.global_step)
 
+    def on_test_epoch_start(self) -> None:
+        self.test_predictions = []
+
     def _eval_step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
         logits, labels = super()._eval_step(batch, stage)
         images = batch[0]
@@ -102,6 +106,8 @@ class ImageClassifier(TaskModule):
             raw = getattr(self, f"{stage}_acc_raw")
             raw.update(self.model(images), labels)
             self.log(f"{stage}/acc_raw", raw)
+        if stage == "test":  # per image, in test-set order: later analyses can bootstrap over test images
+            self.test_predictions.append((logits.argmax(-1).to(torch.uint8).cpu(), labels.to(torch.uint8).cpu()))
         if stage == "test" and self.test_acc_flip is not None:  # flip TTA, beside the plain score
             mirrored = self.eval_model(images.flip(-1))  # (B, classes) of the mirrored images
             self.test_acc_flip.update(logits.softmax(-1) + mirrored.softmax(-1), labels)

@@ -38,7 +38,7 @@ from vitpos.extrapolate import UPSAMPLED, evaluate_module, metric_name
 from vitpos.run.folder import claim
 from vitpos.run.identity import next_commands, record, run_dir, run_label
 from vitpos.run.resume import check_weights_fit, finished_run, resume_path
-from vitpos.run.status import best_checkpoint, read_status, relative_to_run, write_status
+from vitpos.run.status import best_checkpoint, read_status, relative_to_run, save_predictions, write_status
 from vitpos.runtime import launcher_workers, resolve_runtime, sweep_jobs, trainer_precision
 from vitpos.tables import final_scores_markdown, sweep_markdown
 from vitpos.tasks import build
@@ -243,23 +243,6 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         print(format_metrics(metrics, out))
         print(next_commands(out, str(cfg.task.name), best, cfg.encoding.get("module")))
     return metrics
-
-
-PREDICTIONS = "test_predictions.npz"
-
-
-def save_predictions(out: Path, batches: list | None) -> None:
-    """``test_predictions.npz`` in the run folder: the predicted and the true class of every test
-    image (uint8, in test-set order; about 20 kB for 10,000 images) of the scored checkpoint, so
-    that a comparison can also bootstrap over test images, not only over seeds."""
-    if not batches:
-        return
-    import numpy as np
-
-    predicted = np.concatenate([p.numpy() for p, _ in batches])
-    true = np.concatenate([t.numpy() for _, t in batches])
-    with open(out / PREDICTIONS, "wb") as f:
-        np.savez_compressed(f, predicted=predicted, true=true)
 
 
 def unmeasured_note(cfg: DictConfig, metrics: dict[str, float], out: Path) -> str | None:

@@ -185,17 +185,32 @@ class ExportBenchOptions:
 def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv, ExportBenchOptions, prog="python -m bench.export")
     use_threads(opts.threads)
-    if opts.write and (opts.encodings or opts.strategies != "all"):
-        raise UserError("write", "the page's table holds every encoding and strategy, not a subset",
-                        "drop encodings= and strategies= to rewrite it")  # fmt: skip
+    if opts.write and opts.strategies != "all":
+        raise UserError("write", "the page's table holds every strategy of an encoding, not a subset",
+                        "drop strategies= to write it")  # fmt: skip
     keys = table_keys(opts.encodings or image_encodings(), opts.strategies)
     rows = [export_row(name, strategy, repeats=opts.repeats) for name, strategy in keys]
     table = render(rows, opts.note)
     print(table)
     if opts.write:
-        PAGE.write_text(refresh(PAGE.read_text(), table))
-        print(f"rewrote the table in {PAGE.relative_to(ROOT)}")
+        text = PAGE.read_text()
+        PAGE.write_text(refresh(text, merged(text, rows, opts.note) if opts.encodings else table))
+        print(f"wrote the rows of {', '.join(opts.encodings or ['every encoding'])} in {PAGE.relative_to(ROOT)}")
     return 0
+
+
+def merged(text: str, rows: list[Row], note: str) -> str:
+    """The page's table with the rows of the encodings just measured (added or replaced), the others
+    as committed, in the order of the sweep list; a line says where the new rows were measured."""
+    committed, new = committed_rows(text), {(r.encoding, r.strategy): cells(r) for r in rows}
+    names = {r.encoding for r in rows}
+    table = [new[key] if key[0] in names else committed[key] for key in table_keys(image_encodings(), "all")
+             if key in new or key in committed]  # fmt: skip
+    start, end = text.index(OPEN) + len(OPEN), text.index(CLOSE)
+    footer = [line for line in text[start:end].splitlines() if line.startswith("Latencies") or line.startswith("Rows ")]
+    footer = [line for line in footer if not line.startswith(f"Rows of {', '.join(sorted(names))}:")]
+    where = f"Rows of {', '.join(sorted(names))}: {machine()}" + (f"; {note}" if note else "") + "."
+    return markdown_table(HEADER, table) + "\n\n" + "\n".join([*footer, where]) + "\n"
 
 
 if __name__ == "__main__":

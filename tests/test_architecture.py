@@ -38,8 +38,19 @@ def table_rows(text: str) -> set[str]:
     return set(re.findall(r"^\| `(vitpos/(?:\w+/)*\w+\.py)` \| *[^|\s]", text, flags=re.M))
 
 
+def encoding_modules() -> set[str]:
+    """The modules that register a built-in encoding: each is one file with its job in its docstring,
+    so adding one edits no table (a row for it is welcome, not required)."""
+    import inspect
+
+    from vitpos.encodings import get_encoding_class, list_encodings
+
+    files = {inspect.getsourcefile(get_encoding_class(name)) for name in list_encodings()}
+    return {str(Path(f).relative_to(ROOT)) for f in files}
+
+
 def test_every_module_has_a_row_with_its_job():
-    missing = sorted(modules_on_disk() - table_rows(PAGE.read_text()))
+    missing = sorted(modules_on_disk() - table_rows(PAGE.read_text()) - encoding_modules())
     assert not missing, (
         f"modules under vitpos/ without a row `| `path` | job |` in {PAGE.relative_to(ROOT)}: " + ", ".join(missing)
     )

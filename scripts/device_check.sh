@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks (bf16, compile, DDP, the sweep) as one prepared command for a lent device machine (the device tool's `run`):
+# The GPU checks (bf16, compile, DDP, the sweep) as one prepared command for a bare GPU machine:
 # the bf16 + compile training-step table against timm, then the GPU sweep (every image encoding side by side
 # on the one GPU) and its report, logs and report copied to $OUT.
 #

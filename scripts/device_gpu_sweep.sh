@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu_sweep.sh inside one lease of this workplace's lent GPU machine (the `device` tool): a bare
+# scripts/gpu_sweep.sh on a bare GPU machine for a short time: a
 # machine with torch, lightning and timm but no hydra, no network and no ../shared. What it needs travels
 # in two git-ignored folders (.whl: the hydra wheels; .gpudata: the CIFAR-10 archive), and everything
 # worth keeping goes to $OUT: the log, the GPU load samples, and one archive with the finished runs
@@ -7,8 +7,8 @@
 #   here:  pip download hydra-core==1.3.2 omegaconf==2.3.0 hydra-joblib-launcher==1.2.0 (+ an antlr4 4.9.3
 #          wheel from `pip wheel`) into .whl/; cp ../shared/datasets/cifar10-jpeg.tar.gz .gpudata/
 #   there: bash scripts/device_gpu_sweep.sh DEADLINE_S [train.py overrides...]
-# DEADLINE_S bounds the training (the report and the archive still get written): the lease is short,
-# and a sweep killed at its limit would bring back nothing.
+# DEADLINE_S bounds the training (the report and the archive still get written): the machine's time is
+# short, and a sweep killed at its limit would bring back nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 deadline=${1:?give the seconds the sweep may train, then the overrides}

@@ -186,6 +186,30 @@ def test_no_code_or_test_points_to_a_tracker_issue_instead_of_saying_what_it_doe
     assert not found, "say what the code does instead:\n  " + "\n  ".join(found)
 
 
+#: what only the authors' way of working would explain: tracker numbers, how machines were provided
+NOT_ABOUT_THE_PROJECT = re.compile(r"\bissues?[ _#-]?[0-9]|\bworkplace\b|\blent\b|\bleased?\b|stored index", re.I)
+TEXT_SUFFIXES = (".py", ".md", ".yaml", ".sh", ".txt", ".toml")
+
+
+def test_the_project_speaks_of_itself_only():
+    """README, docs, configs, code, tests, scripts and benchmarks say what a result is, when and on
+    what machine it was measured, never a tracker number or how the work was organised."""
+    files = [ROOT / "README.md", ROOT / "pyproject.toml"] + [
+        path
+        for folder in ("docs", "configs", "vitpos", "tests", "scripts", "bench")
+        for path in sorted((ROOT / folder).rglob("*"))
+        if path.suffix in TEXT_SUFFIXES and path != Path(__file__) and "runs" not in path.relative_to(ROOT).parts
+    ]
+    assert len(files) > 200
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}"
+        for path in files
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if NOT_ABOUT_THE_PROJECT.search(line)
+    ]
+    assert not found, "say what it is, when and on what machine instead:\n  " + "\n  ".join(found)
+
+
 def test_no_speed_figure_lives_in_the_code():
     """The code says why a kernel is chosen; the measured figure, which goes stale as torch changes,
     lives in docs/performance.md with its source and machine."""

@@ -188,7 +188,7 @@ def test_data_root_missing_imagefolder(tmp_path):
     ran = run_command("train.py", *args, cwd=tmp_path)
     assert_user_error(ran, "data.root")
     assert "ImageFolder tree DIR/train/<class>/*.jpg" in ran.err
-    assert "shared/" not in ran.err  # no path of one workplace in the library's messages
+    assert "shared/" not in ran.err  # no path of the machine's shared folder in the library's messages
     assert list(tmp_path.iterdir()) == []
 
 

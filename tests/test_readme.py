@@ -605,7 +605,7 @@ def test_readme_commands_run_in_order_at_smoke_scale(tmp_path):
             if kind != "run":
                 continue
             if code.startswith("bash ../shared/") and not (ROOT.parent / "shared").is_dir():
-                continue  # the workplace's shared folder is not beside this clone; data comes from VITPOS_CIFAR_ROOT
+                continue  # the shared folder is not beside this clone; data comes from VITPOS_CIFAR_ROOT
             full = with_precision(with_overrides(with_smoke_hashes(code, work), extra), forced_precision())
             if full in replayed:  # a command a page repeats in a later section: it ran above, unchanged
                 continue

@@ -92,7 +92,9 @@ def test_every_key_a_config_holds_is_one_the_hash_knows_or_null():
         plain = OmegaConf.to_container(cfg, resolve=True)
         for section in ident.RUN_DEFINING:
             values = plain.get(section) or {}
-            known = ENCODING_KEYS.get(values.get("name"), ()) if section == "encoding" else SECTION_KEYS[section]
+            known = (
+                {"name", *ENCODING_KEYS.get(values.get("name"), ())} if section == "encoding" else SECTION_KEYS[section]
+            )
             for key, value in values.items():
                 declared = (
                     key in known
@@ -131,3 +133,13 @@ def test_generated_data_records_no_fingerprint():
     cfg = compose_train(*SHAPES)
     record(cfg)
     assert cfg.run.data_fingerprint is None and cfg.run.precision
+
+
+@pytest.mark.parametrize("precision", ["auto", "32", "bf16-mixed", "32-true"])
+def test_recording_never_moves_a_run(precision):
+    """The folder computed before and after :func:`record` is the same (``trainer.precision=32`` is
+    an int to Hydra and stays one in the record, as the hash has always seen it)."""
+    cfg = compose_train(*SHAPES, f"trainer.precision={precision}")
+    before = run_dir(cfg)
+    record(cfg)
+    assert run_dir(cfg) == before

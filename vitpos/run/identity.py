@@ -114,17 +114,24 @@ def counts(section: str, key: str, value, values: dict) -> bool:
     if as_before is not None:
         return value not in as_before
     if section == "encoding":
-        return key in ENCODING_KEYS.get(str(values.get("name")), ()) or new_key_matters(values, key, value)
+        known = key == "name" or key in ENCODING_KEYS.get(str(values.get("name")), ())
+        return known or new_key_matters(values, key, value)
     return key in SECTION_KEYS.get(section, ()) or value is not None
 
 
 def new_key_matters(encoding: dict, key: str, value) -> bool:
-    """An encoding option the hash has not always covered counts unless it is null or at its
-    ``__init__`` default (so an option added to an encoding keeps every earlier run's folder)."""
+    """An encoding option the hash has not always covered (every option of an encoding added since)
+    counts unless it is null or at its default: the ``__init__`` default, or for ``strategy`` the
+    class's first strategy (an alias resolved). So an option added to an encoding keeps every
+    earlier run's folder, and a new encoding's folder does not depend on which defaults its
+    config file spells out."""
     if value is None:
         return False
     try:
-        return value != get_encoding_class(str(encoding.get("name"))).option_default(key)
+        cls = get_encoding_class(str(encoding.get("name")))
+        if key == "strategy":
+            return cls.strategy_aliases.get(value, value) != cls.strategies[0]
+        return value != cls.option_default(key)
     except KeyError:  # not an option of the class (the check refuses it before any run)
         return True
 
@@ -167,7 +174,7 @@ def record(cfg: DictConfig) -> None:
     trainer = plain.get("trainer") or {}
     found = {
         "data_fingerprint": data_fingerprint(plain.get("data") or {}),
-        "precision": str(trainer_precision(trainer)),
+        "precision": trainer_precision(trainer),  # as the hash has always seen it (an int stays an int)
         "machine": machine_kind(trainer.get("accelerator", "auto")),
         "encoding_source": plugin_source(plain.get("encoding") or {}),
     }

@@ -30,9 +30,9 @@ R(r) = P^T RoPE(r) P with P orthogonal (the paper's theorem). Its two efficient 
   rope_2d, so y loses its slowest frequency), i.e. at step 0 it is rope_2d in a fixed orthogonal
   (Fourier) basis.
 
-Reference: no official code is released (checked 2026-12), so none is cited; both forms follow the paper's equations as given above (STRING, Cayley-STRING,
-Circulant-STRING and its FFT form), and tests/test_string.py rebuilds exp(sum r_k L_k) densely with
-``torch.linalg.matrix_exp``.
+Reference: no official code is released (checked 2026-12), so none is cited; both forms follow
+the paper's equations as given above (STRING, Cayley-STRING, Circulant-STRING and its FFT
+form), and tests/test_string.py rebuilds exp(sum r_k L_k) densely with ``torch.linalg.matrix_exp``.
 
 Decisions (and why):
 

@@ -10,6 +10,7 @@ so every row adds up as printed.
 from __future__ import annotations
 
 from vitpos.compare.protocol import Protocol
+from vitpos.compare.stats import shares_group
 from vitpos.sizes import size_order
 from vitpos.tables import markdown_table
 
@@ -150,7 +151,7 @@ def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]
         minutes = " / ".join(f"{float(r['time/fit_min']) + float(r['time/eval_min']):.1f}" for _, r in seeds)
         test, val = (mean_std(row, m, len(seeds)) for m in ("test/acc", "val/acc_best"))
         group = row.get("test/acc_group") or ""
-        test = f"**{test}**" if set(group) & set(best) else test
+        test = f"**{test}**" if shares_group(group, best) else test
         low, high = row.get("test/acc_ci_low"), row.get("test/acc_ci_high")
         interval = f"{100 * float(low):.1f}–{100 * float(high):.1f}" if low and high else "one seed"
         seed_lists.add(" / ".join(str(seed) for seed, _ in seeds))

@@ -22,7 +22,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from vitpos.compare.stats import METHOD  # noqa: E402
+from vitpos.compare.stats import METHOD, shares_group  # noqa: E402
 from vitpos.tables import markdown_table  # noqa: E402
 
 from .report_rows import RESULTS, encoding_of, read_csv  # noqa: E402
@@ -163,7 +163,7 @@ def page(rows: list[dict]) -> str:
     cost_file = RESULTS / "step_cost.csv"
     machine = read_csv(cost_file)[0]["machine"] if cost_file.exists() else "not measured"
     seeds = sorted({r["seeds"] for r in rows})
-    tied = [r["encoding"] for r in rows if set(r["group"]) & set(rows[0]["group"])]
+    tied = [r["encoding"] for r in rows if shares_group(r["group"], rows[0]["group"])]
     return "\n".join([
         "# Leaderboard: image position encodings",
         "",

@@ -83,3 +83,10 @@ def test_one_seed_gets_no_interval_but_enters_the_tests_through_the_pooled_sprea
 def test_no_spread_anywhere_resolves_nothing():
     result = analyse([Group("x", 0.75, math.nan, 1), Group("y", 0.70, math.nan, 1)])
     assert result.df == 0 and result.letters == {"x": "a", "y": "a"} and not result.resolved("x", "y")
+
+
+def test_group_codes_past_z_share_only_whole_letters():
+    from vitpos.compare.stats import shares_group
+
+    assert shares_group("ab", "bc") and not shares_group("a", "c")
+    assert not shares_group("[26]", "[27]") and shares_group("[26][27]", "[27]") and not shares_group("", "a")

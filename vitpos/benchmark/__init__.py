@@ -27,6 +27,7 @@ from omegaconf import OmegaConf
 from vitpos.cli import option, parse_options
 from vitpos.compare import compare
 from vitpos.compare.read import find_runs, read_run
+from vitpos.compare.stats import shares_group
 from vitpos.encodings import get_encoding_class
 from vitpos.errors import UserError
 from vitpos.run.identity import run_dir
@@ -178,9 +179,9 @@ def row_line(groups, label: str, protocol: str) -> str:
     """``protocol: test/acc mean ± std (n), 95% interval, not distinguishable from: ...`` of ``label``."""
     row = groups[groups["label"] == label].iloc[0]
     section = groups[(groups["budget"] == row["budget"]) & (groups["model"] == row["model"])]
-    mine = set(str(row.get("test/acc_group") or ""))
+    mine = row.get("test/acc_group")
     tied = sorted(r["label"].rsplit("-", 1)[0] for _, r in section.iterrows()
-                  if r["label"] != label and set(str(r.get("test/acc_group") or "")) & mine)  # fmt: skip
+                  if r["label"] != label and shares_group(r.get("test/acc_group"), mine))  # fmt: skip
     low, high = row.get("test/acc_ci_low"), row.get("test/acc_ci_high")
     interval = f"95% interval {100 * low:.1f}-{100 * high:.1f}" if low == low and low is not None else "one seed"
     n = int(row["seeds"])

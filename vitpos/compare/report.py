@@ -16,7 +16,7 @@ import re
 
 import pandas as pd
 
-from vitpos.compare.stats import METHOD, Group, pooled
+from vitpos.compare.stats import METHOD, Group, pooled, shares_group
 from vitpos.sizes import size_order
 from vitpos.tables import EXTRAP, markdown_table
 
@@ -91,7 +91,7 @@ def tied_sentence(groups: pd.DataFrame, names: dict[str, str]) -> list[str]:
     ordered = _ordered(groups)
     best = ordered.iloc[0]
     tied = [f"`{names[r['label']]}`" for _, r in ordered.iloc[1:].iterrows()
-            if set(str(r["test/acc_group"])) & set(str(best["test/acc_group"]))]  # fmt: skip
+            if shares_group(r["test/acc_group"], best["test/acc_group"])]  # fmt: skip
     spread, df = pooled([Group(r["label"], r["test/acc_mean"], r["test/acc_std"] if r["seeds"] >= 2 else math.nan,
                                int(r["seeds"])) for _, r in groups.iterrows()])  # fmt: skip
     head = f"Not distinguishable from the best test/acc (`{names[best['label']]}`) at 95%: "

@@ -23,6 +23,7 @@ recipe's seed noise, not the encoding's.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from itertools import combinations
 from string import ascii_lowercase
@@ -30,6 +31,7 @@ from string import ascii_lowercase
 from scipy import stats
 
 LEVEL = 0.95
+_LETTER = re.compile(r"\[\d+\]|[a-z]")  # one group's letter: a-z, then [26], [27], ...
 METHOD = (
     "95% intervals and pairwise t tests with the seed variance pooled over all encodings of the table "
     "(one-way ANOVA residual), Holm-adjusted over all pairs"
@@ -63,6 +65,12 @@ class Analysis:
         """Whether the difference of ``a`` and ``b`` is significant after Holm's adjustment."""
         p = self.adjusted_p.get((a, b), self.adjusted_p.get((b, a)))
         return p is not None and p < alpha
+
+
+def shares_group(a, b) -> bool:
+    """Whether two letter codes of :func:`letter_display` (``"ab"``, ``"bc"``; ``"[26]"`` past z)
+    share a letter: the one test of "not distinguishable" that every table reads."""
+    return bool(set(_LETTER.findall(str(a or ""))) & set(_LETTER.findall(str(b or ""))))
 
 
 def pooled(groups: list[Group]) -> tuple[float, int]:

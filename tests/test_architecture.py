@@ -56,6 +56,30 @@ def test_every_module_has_a_row_with_its_job():
     )
 
 
+# An encoding's module opens with its formula, its conventions and its deliberate differences from the
+# reference, in a docstring a reader takes in at a glance; where each convention was read, at which
+# commit, and what the tests check is told in full in docs/encodings.md.
+MAX_ENCODING_DOCSTRING_LINES = 25
+
+
+def test_every_encoding_module_opens_with_a_short_docstring():
+    """Every module that registers a built-in encoding, and every other module of vitpos/encodings/
+    (``CrossModalRoPE``, the strategies, the registry), opens with at most 25 lines of docstring."""
+    import ast
+
+    folder = {p.relative_to(ROOT).as_posix() for p in (ROOT / "vitpos" / "encodings").glob("*.py")}
+    too_long = []
+    for name in sorted(encoding_modules() | folder):
+        doc = ast.get_docstring(ast.parse((ROOT / name).read_text())) or ""
+        if not doc or len(doc.splitlines()) > MAX_ENCODING_DOCSTRING_LINES:
+            too_long.append(f"{name}: {len(doc.splitlines())} lines" if doc else f"{name}: no docstring")
+    assert not too_long, (
+        f"an encoding's module docstring holds its formula, conventions and deliberate differences in at most "
+        f"{MAX_ENCODING_DOCSTRING_LINES} lines; move the provenance (reference repository, file, commit, what "
+        "the tests check) to docs/encodings.md and point there: " + "; ".join(too_long)
+    )
+
+
 def test_the_page_names_no_module_that_does_not_exist():
     stale = sorted(modules_named(PAGE.read_text()) - modules_on_disk())
     assert not stale, f"{PAGE.relative_to(ROOT)} names modules that are not on disk: {', '.join(stale)}"

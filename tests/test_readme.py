@@ -75,6 +75,7 @@ README = ROOT / "README.md"
 # extrapolation.md and compare.md read the quick sweep that results.md runs).
 PAGES = (
     "README.md",
+    "docs/encodings.md",
     "docs/recipe.md",
     "docs/results.md",
     "docs/leaderboard.md",

@@ -1,30 +1,22 @@
 """ALiBi: attention with linear biases (Press, Smith & Lewis, ICLR 2022), on sequences and on images.
 
-No position parameters and nothing added to the tokens: head h adds
-``-m_h * |i - j|`` to the logit of query i on key j, with the fixed geometric
-slopes of :func:`functional.alibi_slopes` (1/2, 1/4, ..., 1/256 for 8 heads).
+No position parameters and nothing added to the tokens: head h adds ``-m_h * |i - j|`` to the logit
+of query i on key j, with the fixed geometric slopes of :func:`functional.alibi_slopes` (1/2, 1/4,
+..., 1/256 for 8 heads). Prefix (class) tokens, if any, get no bias.
 
-The paper is causal and writes the bias as ``-m_h * (i - j)`` for j <= i. We
-build the symmetric form ``-m_h * |i - j|``: on the entries a causal mask
-leaves visible (j <= i) it is the same number, and in a bidirectional model it
-penalizes distance in both directions alike. Mind what that means: the
-symmetric bias carries no *direction*, so a bidirectional model with ALiBi
-alone cannot tell i - k from i + k (it cannot solve ``copy_offset``); use it
-with ``model.causal=true``, as the paper does.
+The paper is causal and writes ``-m_h * (i - j)`` for j <= i; the symmetric form built here is the
+same number on every entry a causal mask leaves visible, and penalizes distance in both directions
+alike. So it carries no *direction*: a bidirectional model with ALiBi alone cannot tell i - k from
+i + k (it cannot solve ``copy_offset``); use it with ``model.causal=true``, as the paper does. Any
+length works as is (the paper's point), hence the single strategy ``extrapolate``.
 
-Any length works as is (the paper's point), hence the single strategy
-``extrapolate``. Prefix (class) tokens, if any, get no bias.
+``alibi_2d`` carries the same slopes to images: ``-m_h * ||p_i - p_j||``, the Euclidean distance
+between the centres of patches i and j in patches (the "2D-ALiBi" baseline of LookHere, Fuller et
+al. 2024). It sees the offset (dy, dx) only through its length, so a mirrored or rotated grid gets
+the same bias (``lookhere`` adds the directions). Deliberate difference from that baseline: every
+head gets its own slope 2^(-8h/H), as Press et al., where the LookHere authors repeat four slopes.
 
-``alibi_2d`` carries the same slopes to images: ``-m_h * ||p_i - p_j||``, the
-Euclidean distance between the centres of patches i and j in patches (the
-"2D-ALiBi" baseline of LookHere, Fuller et al. 2024). Like the symmetric 1D
-form it carries no direction: it sees the offset (dy, dx) only through its
-length, so a mirrored or rotated grid gets the same bias (``lookhere`` adds
-the directions). One
-deliberate difference from that baseline: the LookHere authors' 2D-ALiBi gives
-12 heads the four slopes 1/4 .. 1/256 three times each (``get_none_slopes`` in
-GreenCUBIC/lookhere, lookhere.py), we give every head its own slope 2^(-8h/H)
-as Press et al.; the two agree for 4 heads.
+Provenance and checks: docs/encodings.md#alibi-and-2d-alibi
 """
 
 from __future__ import annotations

@@ -1,70 +1,27 @@
 """ComRoPE (Yu et al., CVPR 2025): rotary embeddings from trainable commuting angle matrices.
 
-Each head's channels form blocks of ``b`` contiguous channels; a token at
-normalised position x = (x_0, x_1) (row, column) turns q and k by::
+Each head's channels form blocks of ``b`` contiguous channels; a token at normalised position
+x = (x_0, x_1) (row, column) turns q and k by::
 
     R(x) = exp(x_0 A_0 + x_1 A_1),  A_a = diag(B_a1, ..., B_am) skew-symmetric b x b blocks
 
-so the logit (R(x) q)^T (R(y) k) = q^T R(y - x) k depends on the offset only,
-because the A_a commute (the paper's RoPE equation). Two commuting families:
+so (R(x) q)^T (R(y) k) = q^T R(y - x) k depends on the offset only, because the A_a commute. ``ap``
+(axial partition): B_aj = P_j - P_j^T if j = a (mod 2), else 0 (blocks alternate rows, columns,
+...); ``ld`` (linearly dependent, default, the paper's best): B_aj = theta_aj (P_j - P_j^T).
 
-- ``ap`` (axial partition): B_aj = P_j - P_j^T if j = a (mod 2), else 0: each
-  block turns with one axis (blocks alternate rows, columns, rows, ...);
-- ``ld`` (linearly dependent, default): B_aj = theta_aj (P_j - P_j^T): one
-  skew matrix per block, scaled per axis.
+Conventions (the authors' ``model.py``): positions are patch centres (i + 0.5) / n per axis, axis 0
+the row; q' = R q on contiguous blocks; the class token is rotated at ``cls_position`` 0.5 (the
+image centre); per layer, P (H, m, b, b) ~ N(0, 1) and LD's theta (axes, m) ~ N(0, 1), shared by the
+heads; ``block_size`` 8. P = 0 gives R = I; with b = 2 AP is axial RoPE with learned frequencies.
+Strategies: ``interpolate`` (default, the reference: normalised by the current grid) and
+``extrapolate`` (normalised by the training grid: the training spacing, positions pass 1).
 
-Default ``ld``: the variant the paper reports best on ImageNet-1K ViT-B (its
-Table 1: the abstract's +1.6 % over LieRE at the training resolution and
-+2.9 % above it are ComRoPE-LD's). The paper's body is not in the stored
-index (its abstract and the README are), so this and ``block_size`` 8 below
-are taken from the published paper, not re-read here.
+Deliberate differences: each axis normalised by its own length; R(x) = exp(x_0 A_0) exp(x_1 A_1)
+(exact: they commute), one batched matrix_exp over the h + w coordinates; applied to the whole
+batch in batched matmuls, in float32 also under autocast; ``cls_position=null`` leaves class tokens
+unrotated; no training-time position perturbation, no video; rotations cached per grid in eval.
 
-Conventions from the authors' code (Longin-Yu/ComRoPE, ``model.py`` at
-d6e0fbe: ``CustomVITConfig.get_positions``, ``RoPESelfAttentionBase``,
-``ComRoPEAPAttention``, ``ComRoPELDAttention``):
-
-- Positions are patch centres scaled to (0, 1): (i + 0.5) / n per axis
-  (``axis_scale``); axis 0 is the row, axis 1 the column (``meshgrid`` "ij").
-- Blocks are contiguous channels [j b, (j + 1) b) (``block_diag_selector`` =
-  kron(I, ones(b, b))), and q' = R q with q a column vector (``matmul(R, Q)``).
-- The class token is rotated too, at ``cls_position`` = 0.5 on every axis
-  (``prepend_cls``): the image centre.
-- Parameters per attention layer (each layer gets its own module). P: per head
-  and block, (H, m, b, b) ~ N(0, init_std^2) with init_std = 1 (the config
-  default). LD's theta: (axes, m) ~ N(0, 1), shared by the heads. AP: block j
-  belongs to axis j mod 2 (``mask[i, i::num_axes] = 1``).
-- ``block_size`` 8: the paper's setting for ComRoPE and LieRE (the config
-  class's default, 2, makes AP an axial RoPE with learned frequencies).
-
-What the learned parts reduce to (tests/test_comrope_liere.py): P = 0 gives
-R = I (no position at all). With b = 2 every block is a plane rotation by
-theta_j = P_j[1, 0] - P_j[0, 1], so AP is axial 2D RoPE with learned
-frequencies: theta_j = n_axis * base^(-4i/Dh) gives exactly ``rope_2d``'s
-logits (pairs permuted: here the axes alternate, rope_2d puts the column
-pairs first). LD with theta_aj = [j = a mod 2] is AP; LD with theta = 1 is a
-1D rotation in x_0 + x_1.
-
-Strategies for other grids: ``interpolate`` (default, the reference: the
-positions are normalised by the current grid, so a larger grid samples the
-same unit square more finely) and ``extrapolate`` (normalised by the training
-grid: the training spacing is kept and positions pass 1).
-
-Deliberate differences from the authors' code:
-
-- Non-square grids: each axis is normalised by its own length (theirs: one
-  square side ``image_size // patch_size``).
-- R(x) = exp(x_0 A_0) exp(x_1 A_1), exact since A_0 and A_1 commute: one
-  batched matrix_exp over the h + w (+ class) coordinates instead of one per
-  token, then one batched matmul per token. Equal to float32 rounding.
-- R is applied to the whole batch at once: one batched matmul per block over
-  the H * (P + N) block-diagonal Dh x Dh matrices (theirs: a mat-vec per batch
-  element and token); built and applied in float32, also under autocast, and
-  cast back. matrix_exp compiles without a graph break (inductor calls ATen's).
-- ``cls_position=null`` leaves class tokens unrotated (the project's RoPE
-  convention); that is position (0, 0), as exp(0) = I.
-- Not built: the training-time position perturbation and offset
-  (``get_positions``' robustness experiments) and the video (3-axis) case.
-- Eval (no grad): rotations are cached per grid and parameter version.
+Provenance and checks: docs/encodings.md#comrope
 """
 
 from __future__ import annotations

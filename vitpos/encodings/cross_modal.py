@@ -1,31 +1,26 @@
 """Rotary encoding across two modalities: text queries, image keys.
 
-Text queries live on a line (position m), image keys on a grid (row y,
-column x). A logit between a text token and a patch cannot depend on an
-"offset" between the two without a reference point in each frame, so each
-modality also gets one coordinate in the *other* frame (a shared virtual
+Text queries live on a line (position m), image keys on a grid (row y, column x). A logit between a
+text token and a patch cannot depend on an "offset" between the two without a reference point in
+each frame, so each modality also gets one coordinate in the *other* frame (a shared virtual
 coordinate system, in the spirit of Qwen2-VL's M-RoPE):
 
-- the image sits at a text position ``image_text_pos`` c (where it is
-  inserted in the text; default 0, in front of the text);
-- the text looks at the image from a 2D point ``text_anchor`` a (default the
-  grid center).
+- the image sits at a text position ``image_text_pos`` c (where it is inserted in the text;
+  default 0, in front of the text);
+- the text looks at the image from a 2D point ``text_anchor`` a (default the grid center).
 
-The head is split in two: the first ``text_dim`` channels are 1D RoPE pairs
-(spectrum of ``rope_1d``, base ``text_base``), the rest axial 2D RoPE pairs
-(spectrum and layout of ``rope_2d``: first half of those pairs turn with x,
-second half with y, base ``image_base``). Rotations:
+The head is split in two: the first ``text_dim`` channels are 1D RoPE pairs (spectrum of
+``rope_1d``, base ``text_base``), the rest axial 2D RoPE pairs (spectrum and layout of ``rope_2d``:
+first half of those pairs turn with x, second half with y, base ``image_base``). Rotations:
 
     query (text token m):  text pairs by m,  image pairs by a
     key   (patch at p):    text pairs by c,  image pairs by p
 
-RoPE makes each pair's contribution depend on the difference of the two
-rotation angles, so the logit is a function of the contents, of the text
-offset m - c and of the 2D offset p - a only. Hence the tested property:
-shifting every text coordinate (m and c) by t and every 2D coordinate (p and
-a) by (dy, dx) leaves the logits unchanged. Note that the shifts must include
-the anchors: no logit can be invariant to moving the patches alone while
-still telling patches apart by position.
+RoPE makes each pair's contribution depend on the difference of the two rotation angles, so the
+logit is a function of the contents, of the text offset m - c and of the 2D offset p - a only:
+shifting m and c by t and p and a by (dy, dx) leaves the logits unchanged (the tested property).
+
+Provenance and checks: docs/encodings.md#cross-modal-rope
 """
 
 from __future__ import annotations

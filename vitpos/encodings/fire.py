@@ -1,79 +1,28 @@
 """FIRE (Li et al., ICLR 2024, arXiv 2310.04418): functional interpolation for relative positions, in 2D.
 
-A small MLP per block maps the (normalised) offset between two tokens to one
-logit bias per head. The 1D, causal original writes, for query i and key j::
-
-    bias(i, j) = f( psi(i - j) / psi(max(L, i)) ),   psi(x) = log(c x + 1)
-
-with ``f`` an MLP 1 -> 32 -> H (ReLU), and ``c`` (log-transform scale) and
-``L`` (threshold) learned. Dividing by the query position ``i`` is FIRE's
-"progressive interpolation": every offset a query sees maps into [0, 1], however
-long the sequence; ``L`` stops short contexts from being stretched.
-
-Here (``fire_2d``), for a bidirectional ViT on a row-major h x w patch grid and
-the offset (dy, dx) = p_query - p_key in patches, one input per axis::
+A small MLP per block maps the normalised offset between two tokens to one logit bias per head. The 1D
+causal original: bias(i, j) = f(psi(i - j) / psi(max(L, i))), psi(x) = log(c x + 1), f: 1 -> 32 -> H
+(ReLU), c and the threshold L learned. Here (``fire_2d``), on a row-major h x w grid with the offset
+(dy, dx) = p_query - p_key in patches, one input per axis::
 
     u_a  = sign(d_a) psi(|d_a|) / (psi(max(L, E_a)) + eps),   a in (y, x)
     bias = f(u_y, u_x)                                        f: 2 -> 32 -> H (ReLU)
 
-E_a is the grid's extent along the axis (n_a - 1: the farthest offset, the 2D
-stand-in for the query position ``i``, which in a causal sequence is the
-farthest key it sees). The normaliser is the same for every query, so the bias
-depends on the 2D offset only (translation-equivariant, as the Swin bias), and
-it keeps the offset's sign per axis (left from right, up from down), which a
-bidirectional model needs. Strategies for other grids (the first is the default):
+E_a = n_a - 1 is the grid's extent (the 2D stand-in for the query position i): the bias depends on the
+offset only and keeps its sign per axis. Strategies: ``extrapolate`` (default: E_a of the training grid;
+longer offsets give |u| > 1) and ``interpolate`` (E_a of the current grid: FIRE's progressive
+interpolation; the threshold keeps a smaller grid from being stretched). L starts at max(h, w) - 1.
 
-- ``extrapolate``: E_a of the *training* grid. Offsets seen in training get
-  exactly their trained bias; longer ones pass through the MLP as inputs
-  beyond the trained range (|u| > trained max).
-- ``interpolate``: E_a of the *current* grid: FIRE's progressive interpolation.
-  Every offset of a larger grid maps into the trained range [-1, 1] (beyond the
-  threshold); a smaller grid is not stretched (the threshold floors E_a), so
-  there both strategies agree.
+Conventions (the reference's ``FIRE``): Linear(in, 32) -> ReLU -> Linear(32, H) with PyTorch's default
+init, stored as stacked (block, in, out) ``w1, b1, w2, b2``; c one scalar at 0.1, used as |c x|;
+L = |multiplier * L0| with the multiplier at 1; eps = 1e-6; offsets query - key. Deliberate differences:
+2D and bidirectional (the grid extent as normaliser, not the query position; signed offsets, where the
+reference takes |i - j|); L0 the training extent, not 512; no randomised positions. Per block (default)
+an MLP, c and L of its own, ``shared=true`` one for all. The MLP runs over the (2h-1)(2w-1) distinct
+offsets in float32 (autocast off); a cached Swin index gathers the (H, N, N) bias, cast to the compute
+dtype; class tokens get zero rows and columns.
 
-By default the threshold starts at the training grid's longer extent
-(max(h, w) - 1, ``init_threshold: null``): the training grid sits at the
-threshold, both axes share the normaliser psi(L) (a patch of offset counts the
-same along y and x) and L gets a gradient. If training moves L below the
-training extent the normaliser becomes psi(E_a) and L stops learning (as a
-1D query beyond L); above it, only grids beyond L interpolate, as in 1D.
-
-Conventions taken from the reference code (mcleish7/arithmetic,
-``cramming/architectures/embeddings.py``, class ``FIRE``, at commit
-55af9d5e3d9b2265ae7638b4f2936c9a70538cc4):
-
-- MLP: Linear(in, 32) -> ReLU -> Linear(32, num_heads), PyTorch's default
-  Linear initialisation (U(+-1/sqrt(fan_in)) for weights and biases); one
-  output per head. Stored here as stacked (block, in, out) tensors ``w1, b1,
-  w2, b2``.
-- c: one learned scalar, initialised to 0.1, used as |c x| inside the log.
-- L: a fixed initial value times a learned multiplier (initialised to 1),
-  used as |multiplier * L0|; normaliser psi(max(position, L)); eps = 1e-6 added
-  to the normaliser. At L == E_a the threshold is taken (so L keeps its
-  gradient at the default start); below E_a it gets none.
-- Offsets query - key (``positions[:, None] - positions[None, :]``).
-
-Deliberate differences:
-
-- 2D and bidirectional (above): two inputs instead of one; the normaliser is
-  the grid extent, not the query position (so the bias depends only on the
-  offset); the sign of each offset is kept (the reference takes |i - j|, which
-  a causal mask makes harmless). Where the two coincide is tested: on a (1, n)
-  grid, keys at or left of the query (j <= i), with L >= n - 1 (every
-  reference query thresholded) or on the last query row.
-- L0 defaults to the training grid's longer extent, not 512 (a text length;
-  on an 8x8 grid 512 would fix the normaliser and make both strategies one).
-- No randomised positions in training (the reference's optional
-  ``max_length``, an addition of that repository's experiments).
-
-Per block (default) an MLP, c and L of its own; ``shared=true``: one for all
-blocks. With a class token that pools (``pool=cls``) the last block's grid
-rows reach no output, so that block's slice gets no gradient (as any bias
-with a zero class row). Cost: the MLP runs over the (2h-1)(2w-1) distinct
-offsets only, once per block and step, in float32 with autocast off; the
-(H, N, N) bias is gathered from it with a cached Swin index and cast to the
-compute dtype. A learned float bias sends CPU SDPA down its math path, as
-``rel_bias_2d`` does. Class tokens get zero rows and columns.
+Provenance and checks: docs/encodings.md#fire
 """
 
 from __future__ import annotations

@@ -1,59 +1,26 @@
 """LieRE (Ostmeier et al., ICML 2025): rotations exp(sum_a p_a A_a) from learned Lie-algebra generators.
 
-A token at position p = (p_0, p_1) (row, column) turns each block of ``b``
-contiguous channels of q and k by::
+A token at position p = (p_0, p_1) (row, column) turns each block of ``b`` contiguous channels of q and
+k by::
 
     R(p) = exp(p_0 A_0 + p_1 A_1),  A_a learned skew-symmetric b x b, per block, head and layer
 
-with b the whole head width by default (a dense rotation of the head).
+with b the whole head width by default (a dense rotation of the head). Not exactly relative: A_0 and
+A_1 need not commute, so R(p)^T R(p') is not a function of p' - p; it is when they commute (A_1 = 0,
+A_1 = c A_0, or b = 2: RoPE-Mixed). Cost: one dense b x b matrix_exp per token, head and block, the
+slowest encoding here with b the head width; ``block_size=8`` is far cheaper.
 
-Not exactly relative: A_0 and A_1 need not commute, so exp(p_0 A_0 + p_1 A_1)
-is not exp(p_0 A_0) exp(p_1 A_1), and R(p)^T R(p') is not a function of
-p' - p: with random generators two token pairs with the same offset get
-different logits. It is relative when the generators commute: A_1 = 0,
-A_1 = c A_0, or b = 2 (all 2 x 2 skew matrices commute: each pair then turns
-by p_0 f_0 + p_1 f_1, RoPE-Mixed, which is how the authors' code runs its
-``rope_mixed`` baseline). tests/test_comrope_liere.py checks both.
+Conventions (the authors' ``rope_vit.py``): A = U - U^T, U = triu(raw, 1), raw ~ U[0, 2 pi); per layer
+and head; positions the cartesian product (rows first) of linspace(0, n / n_train, n); the class token
+gets the zero generator (never rotated); x' = R x on chunks of b contiguous channels, the same R for q
+and k. Strategies: ``proportional`` (default, the reference), ``interpolate`` (linspace(0, 1, n)) and
+``extrapolate`` (i / (n_train - 1): exactly the training spacing).
 
-Cost: one dense b x b matrix_exp per token, head and block, forward and
-backward (the backward is an exponential of a 2b x 2b matrix): with b the
-head width this dominates the step on CPU (the slowest encoding here, see
-docs/performance.md); ``block_size=8`` makes them far cheaper. Compiles in one graph.
+Deliberate differences: block l uses its own generators (the reference's loop reuses layer 0's); any
+head dim that ``block_size`` divides; only the strict upper triangle is stored; one batched
+matrix_exp in float32 (also under autocast), cached per grid and parameter version in evaluation.
 
-Conventions from the authors' code (StanfordMIMI/LieRE at 6a7823b:
-``models/rope_vit.py``: ``PositionEncoderBase``, ``LierePositionEncoder``,
-``FlexibleAttention.apply_transforms``; README "Core Implementation";
-``lightning_cifar100.sh``, the README's reproduction):
-
-- Generators: A = U - U^T with U = triu(raw, 1) and raw ~ U[0, 2 pi)
-  (``initialization_factor`` 2 pi, after RoPE-Mixed); the - 0.5 their code
-  subtracts from U cancels in U - U^T.
-- Block size (``generator_dim``) 64 = the whole head of their ViTs, generators
-  per layer and per head (``rotary_embedding_per_layer/head`` True in the
-  reproduction script; their ImageNet config shares them).
-- Positions: the cartesian product over the axes (rows first, row-major
-  tokens) of linspace(0, n / n_train, n): [0, 1] on the training grid.
-- The class token gets the zero generator: identity, never rotated.
-- x' = R x on chunks of b contiguous channels, the same R for q and k.
-
-Strategies for other grids: ``proportional`` (default, the reference:
-linspace(0, n / n_train, n), the range grows with the grid at about the
-training spacing), ``interpolate`` (linspace(0, 1, n): the reference's
-disabled ``scale_0_to_1`` branch) and ``extrapolate`` (i / (n_train - 1):
-exactly the training spacing).
-
-Deliberate differences from the authors' code:
-
-- Their ``Transformer.forward`` replaces the per-layer transforms by layer 0's
-  slice inside its loop, so every layer after the first reuses layer 0's
-  rotations (the others' generators never train); here block l uses its own.
-- Any head dim (theirs asserts 64); ``block_size`` must divide it (theirs
-  leaves the remaining channels unrotated).
-- Only the strictly upper triangle is stored, b (b - 1) / 2 numbers per
-  generator (theirs stores b x b and masks the rest): the same function.
-- One batched matrix_exp over (H, P + N, m, b, b) in float32 (theirs: a loop
-  over generators in one version, one shot in another), also under autocast;
-  cached per grid and parameter version in evaluation.
+Provenance and checks: docs/encodings.md#liere
 """
 
 from __future__ import annotations

@@ -1,78 +1,27 @@
 """LookHere (Fuller et al., NeurIPS 2024): directed attention heads with a distance penalty.
 
-Each head looks one way: a query attends only to keys inside its head's field
-of view (FOV), a cone of ``fov`` degrees around the head's direction, and pays
-a penalty proportional to the Euclidean distance between the two patches. Some
-heads ("free" heads) have no direction and only the penalty, as 2D-ALiBi.
-Nothing is learned and nothing is added to the tokens; the bias depends on the
-offset between two patches only, so any grid works as is (strategy
-``extrapolate``, the only one) and the model stays translation-equivariant.
-
-For block l and head h, query i and key j (offset p_j - p_i)::
+Each head looks one way: a query attends only to keys in its head's field of view (a cone of ``fov``
+degrees around the head's direction) and pays a penalty proportional to the Euclidean distance between
+the two patches; "free" heads have no direction, only the penalty (2D-ALiBi). Nothing is learned or
+added to the tokens; the bias depends on the offset only, so any grid works as is (strategy
+``extrapolate``, the only one). For block l and head h, query i and key j (offset p_j - p_i)::
 
     bias = -g * s_l * s_h * ||p_j - p_i||   if j is in head h's field of view of i
            masked (a large negative)        otherwise
 
-Conventions taken from the authors' code (GreenCUBIC/lookhere, ``lookhere.py``
-at 889d2e6: ``create_lh_layer_tensor`` / ``create_lh_bias_tensor`` /
-``LookHere.set_pos_embed``):
+Conventions (the authors' ``lookhere.py``): image directions ("up" looks towards row 0); closed regions
+(a query sees itself and keys on a boundary line); distance in patches; g = 2, layer slopes s_l linear
+from 1.5 to 0.5, directed heads 1/2 halved at each repeat of a group of four directions, free heads
+1/4, 1/16, 1/64, 1/256; the class token neither masked nor penalized. ``fov`` 180 (default), 90 or 45
+picks the head directions of the paper's LH-180, LH-90, LH-45 (``LAYOUTS`` below).
 
-- Directions are image directions: "up" looks towards row 0 (the top of the
-  image), "right" towards the last column; a mask names the direction a head
-  looks ("means the direction we are looking"). Every region is closed: a
-  "right" half-plane holds the keys whose column is >= the query's, a "up"
-  cone the keys with dy <= -|dx|; so the query always sees itself and a key on
-  a boundary line (same row, same column or a diagonal) is seen.
-- Distance: Euclidean, in patches, between grid coordinates (their ``pdist``;
-  "linear", the default of their ``distance``).
-- Slopes: the penalty is ``global_slope * layer_slope * head_slope``; layer
-  slopes run linearly from the first to the last block (``np.linspace``);
-  directed heads have slope 1/2, halved each time a group of four directions
-  repeats (``get_slopes``); free heads 1/4, 1/16, 1/64, 1/256 (``get_none_slopes``).
-- Masked entries: a finite most-negative value, never -inf (theirs: bfloat16's
-  largest finite value, negated), so no row turns into NaN.
-- The class token is neither masked nor penalized: its row and column are zero
-  (the zero rows/columns concatenated in ``set_pos_embed``).
-- The paper's three variants LH-180, LH-90, LH-45 (``fov``) are the released
-  checkpoints ``LH_{180,90,45}_weights_and_config.pth``; LH-180 is the first
-  and the one the README loads, so it is the default here. Their configs live in
-  those checkpoints; the values below are those of the co-author's segmentation
-  configs that load them (DanielKyr/mmsegmentation, configs/lookhere/LH2-ADE.py,
-  LH4-ADE.py, LH8-ADE.py): head directions ``halves-diagonals-none``,
-  ``corners-triangles-none`` and ``eighths1-eighths2-none``, global slope 2,
-  layer slopes 1.5 -> 0.5. For ViT-B's 12 heads: 4 heads look in one direction
-  each of the first group, 4 in the second group, 4 are free.
+Deliberate differences: any number of heads (``free_heads`` defaults to H // 3, the directed heads are
+the rest rounded down to an even number and take the directions in order, cycling: 12 heads is the
+paper's layout); free slopes continue 4^-k past the fourth; the masked value is ``finfo(dtype).min / 2``
+(room to add a second bias); the penalty is built in float32 and cast to the compute dtype; only the
+default linear distance and "inf" fill; the bias is built on first use per grid and cached.
 
-The two groups of four directions per variant (angles in degrees,
-counterclockwise from "right", so up = 90)::
-
-    fov 180: half-planes  up, down, left, right  |  up-right, down-left, up-left, down-right
-    fov  90: quadrants    up-left, down-right, up-right, down-left  |  cones up, down, left, right
-    fov  45: wedges       112.5, 292.5, 247.5, 67.5  |  157.5, 337.5, 22.5, 202.5
-
-Deliberate differences from the authors' code:
-
-- Any number of heads. Theirs takes 12 or 16 heads for these layouts (4 and 6
-  for some others). Here ``free_heads`` defaults to H // 3 (4 of 12, as the
-  paper) and the directed heads to the rest, rounded down to an even number
-  (the odd one becomes free), so directed heads come in opposite pairs; they
-  take the directions above in order, cycling. So 12 heads: the paper's
-  layout (the same heads; their order within a group differs, and heads are
-  interchangeable); 6 heads: 4 directed + 2 free (as theirs); 4 heads: up,
-  down + 2 free; 3 heads: up, down + 1 free; 2 heads: up, down. Set
-  ``free_heads=0`` for four directed heads on a 4-head model. Free heads past
-  the fourth continue 4^-k instead of repeating the four slopes.
-- The masked value is ``finfo(dtype).min / 2`` in the dtype the bias is built
-  in (theirs: bfloat16's most negative value, in float32): the same zero
-  probability, with room to add a second bias in a combination without
-  overflowing to -inf.
-- The penalty is computed in float32 and cast to the compute dtype (theirs is
-  rounded to bfloat16 even for a float32 model).
-- Only their defaults: linear distance, masked fill "inf"; their appendix
-  ablations ("sqrt"/"square" distances, "center"/"zero" heads, fills "zero" or
-  "max") are not built.
-- The bias is built on first use for each grid and cached (theirs: rebuilt by
-  an explicit ``set_pos_embed(grid)`` call).
+Provenance and checks: docs/encodings.md#lookhere
 """
 
 from __future__ import annotations

@@ -1,72 +1,27 @@
 """PaPE and PaPE-RI (Øhrstrøm et al. 2026, arXiv:2602.01418): parabolic, content-dependent logit biases.
 
-Each query token i carries, per head, M parabolas over the relative position
-Δ = p_i - p_j. With u = W_p p (M learned directions per block and head),
-a_i = softplus(W_a x_i) >= 0 and b_i = W_b x_i (M each, from the query's
-content), the logit of query i and key j becomes::
+Each query token i carries, per head, M parabolas over Δ = p_i - p_j: with M learned directions w_m
+(W_p, per block and head) and a_i = softplus(W_a x_i) >= 0, b_i = W_b x_i from the query's content::
 
-    (q_i . k_j + sum_m [-a_im (w_m . Δ)^2 + b_im (w_m . Δ)]) / sqrt(Dh)
-  = (q_i . k_j - Δ^T A_i Δ + β_i . Δ) / sqrt(Dh),   A_i = sum_m a_im w_m w_m^T,  β_i = W_p^T b_i
+    (q_i . k_j - Δ^T A_i Δ + β_i . Δ) / sqrt(Dh),   A_i = sum_m a_im w_m w_m^T,  β_i = W_p^T b_i
 
-a concave quadratic in Δ (A_i is positive semi-definite) whose curvature and
-tilt each query picks, so the bias depends on positions only through Δ
-(translation invariance). PaPE-RI (``pape_ri``) keeps one isotropic parabola
-per head, ``-a_i s_h^2 ||Δ||^2`` with a fixed random scale s_h: invariant to
-rotations and reflections of the grid as well.
+a concave quadratic in Δ (translation invariant). PaPE-RI (``pape_ri``): one isotropic parabola per
+head, ``-a_i s_h^2 ||Δ||^2`` with a fixed random s_h, invariant to rotations and reflections too. The
+bias is written as extra q and k channels whose dot product is the bias (width 1 + P^2 + P)::
 
-The bias is content-dependent, so it cannot be a precomputed mask; it is
-written as extra q and k channels whose dot product is the bias, so the fast
-``scaled_dot_product_attention`` still applies (the efficient form, width
-1 + P^2 + P for P position axes, instead of the naive 3M + 2)::
+    q_i' = [q_i, β_i.p_i - p_i^T A_i p_i, -vec(A_i), 2 A_i p_i - β_i],   k_j' = [k_j, 1, vec(p_j p_j^T), p_j]
 
-    q_i' = [q_i, β_i.p_i - p_i^T A_i p_i, -vec(A_i), 2 A_i p_i - β_i]
-    k_j' = [k_j, 1,                       vec(p_j p_j^T), p_j]
+zero-padded to a multiple of 8 channels, q' scaled by sqrt(width / Dh) so that SDPA's default scale
+gives the reference's logits; q and k come out wider, so it must be the last part of a ``combo``.
 
-(PaPE-RI: q_i' = [q_i, -c_i ||p_i||^2, -c_i, 2 c_i p_i], k_j' = [k_j, 1, ||p_j||^2, p_j],
-c_i = a_i s_h^2.) Both are zero-padded to a multiple of 8 channels (the
-authors' kernels' rule). SDPA's default scale is 1/sqrt(width), so q' is
-multiplied by sqrt(width / Dh): the logits are the reference's exactly,
-q . k / sqrt(Dh) plus the bias / sqrt(Dh). Because q and k come out wider, the
-encoding must be the last part of a ``combo``; ``Attention.attention_probs``
-(pictures only) scales by 1/sqrt(Dh), not by SDPA's 1/sqrt(width), so its maps
-are sharper than the model's until it uses ``q.shape[-1]``.
+Conventions (the authors' code): positions are 1-based patch indices (x = column, y = row), the class
+token at (0, 0) and biased like any token (``cls_position=origin``); W_p and the content projections
+per block, nn.Linear's default init; M = ``parabolas`` = 50. Deliberate differences: a and b come from
+the heads' concatenated queries q_i = W_q x_i + b_q, not from x_i (``rotate_qk`` sees q and k only);
+positions centred (the same bias, smaller squares for bf16); ``cls_position=none`` gives zero rows and
+columns; only W_p is excluded from weight decay; pure PyTorch in float32 instead of Triton kernels.
 
-Conventions taken from the authors' code (DTU-PAS/parabolic-position-encoding,
-``pape/nn/positions/pape_naive.py`` at 96fc92b, ``pape_efficient.py`` at 6403903,
-``pape_ri.py`` at 28713d6; positions from ``pape/nn/image_classifier.py`` and the scale
-from ``pape/nn/encoder.py`` at 28713d6; the defaults from ``pape/configs.py`` at 23dc297):
-
-- Positions are patch indices, 1-based, ordered (x = column, y = row); the
-  class token sits at (0, 0), one step before the first row and column, and is
-  biased like any token (``cls_position=origin``). Their ``normalize`` (off by
-  default) is not built; ``strategy=interpolate`` plays its role here.
-- Per block (their ``register_layer_weights``) and head: W_p (M x P per head,
-  Linear(P, H*M) without bias) and the content projection (Linear(D, 2*H*M)
-  without bias: a's rows, then b's, head-major), both with nn.Linear's default
-  init U(-1/sqrt(fan_in), 1/sqrt(fan_in)); M = ``parabolas`` = 50 (their
-  default). PaPE-RI: s_h ~ U(-1/sqrt(P), 1/sqrt(P)), a fixed buffer, and
-  Linear(D, H) for a.
-- The bias is scaled by 1/sqrt(Dh) with the logits (their SDPA ``scale=``).
-
-Deliberate differences:
-
-- a and b are computed from the concatenated queries of all heads,
-  q_i = W_q x_i + b_q, not from the block's input x_i: ``rotate_qk`` sees q and
-  k only. W_q is square and generically invertible, so linear maps of q span
-  the same functions of x (plus a constant); the function at initialization
-  differs (vitpos's W_q is trunc-normal 0.02, so q is smaller than x and the
-  initial tilts b are smaller; a starts near softplus(0) either way). Exact
-  would be to hand the block input to the hook.
-- Positions are centred (the grid's mean position subtracted, the class token
-  moved with it): the bias is unchanged (it depends on Δ only) and the squared
-  channels are 4x smaller, so bf16 rounds them less.
-- ``cls_position=none``: the project's convention instead, zero bias rows and
-  columns for prefix tokens.
-- Only the position directions W_p are excluded from weight decay (as every
-  position parameter here); the content projections decay like W_q (the
-  authors decay everything).
-- Pure PyTorch in float32 (autocast off inside the hook, cast back to q's
-  dtype), compiled by torch.compile, instead of their Triton kernels.
+Provenance and checks: docs/encodings.md#pape-and-pape-ri
 """
 
 from __future__ import annotations

@@ -1,48 +1,28 @@
 """DINOv3's RoPE (Siméoni et al. 2025): axial 2D rotary embeddings on normalised patch centres.
 
-Patch (r, c) of an h x w grid sits at the centre coordinates
+Patch (r, c) of an h x w grid sits at y = 2 (r + 1/2) / d_h - 1, x = 2 (c + 1/2) / d_w - 1, with
+(d_h, d_w) = (h, w) for ``normalize_coords=separate`` (the default: both axes span [-1, 1]),
+(min(h, w),) * 2 for ``min`` or (max(h, w),) * 2 for ``max`` (the longer axis spans [-1, 1]; as in
+DINOv3 the shorter one is not re-centred). Periods T_j = base^(4j/Dh), j < Dh/4 (base 100), or,
+given ``min_period`` and ``max_period``, geometric from the one to the other. Pair j turns by
+2 pi y / T_j, pair Dh/4 + j by 2 pi x / T_j; pairs are (i, i + Dh/2) (the rotate-half layout).
+Class tokens are not rotated.
 
-    y = 2 (r + 1/2) / d_h - 1,    x = 2 (c + 1/2) / d_w - 1,
+"RoPE-box jittering" (paper sec. 3.2), in training mode only, one draw per forward shared by every
+block, from torch's RNG in DINOv3's order: ``shift_coords`` s: y, x += U(-s, s) each;
+``jitter_coords`` J: y, x *= exp(U(-ln J, ln J)) each; ``rescale_coords`` R: both *= exp(U(-ln R,
+ln R)). A shift changes no logit; jitter and rescale change the spacing the model sees. Defaults:
+every released DINOv3 ViT's (base 100, ``separate``, ``rescale_coords=2``, no shift or jitter).
 
-with (d_h, d_w) = (h, w) for ``normalize_coords=separate`` (the default: both
-axes span [-1, 1]), (min(h, w),) * 2 for ``min`` or (max(h, w),) * 2 for
-``max`` (the longer axis spans [-1, 1], as DINOv3 the shorter one is not
-re-centred). Periods T_j = base^(4j/Dh), j < Dh/4 (base 100), or, given
-``min_period`` and ``max_period``, geometric from the one to the other. Pair j
-(j < Dh/4) turns by 2 pi y / T_j, pair Dh/4 + j by 2 pi x / T_j; pairs are
-(i, i + Dh/2) (the rotate-half layout). Class tokens are not rotated.
+Other grids: ``normalize`` (default; alias ``interpolate``) maps every grid to the [-1, 1] box, as
+DINOv3 does; ``extrapolate`` keeps the training grid's spacing (d from the training grid), so a
+larger grid reaches past +1 (the same rotations on the training grid).
 
-Training-time augmentation of the coordinates ("RoPE-box jittering", paper
-sec. 3.2), in training mode only, one draw per forward shared by every block,
-drawn from torch's RNG in DINOv3's order: ``shift_coords`` s: y, x += U(-s, s)
-each; ``jitter_coords`` J: y, x *= exp(U(-ln J, ln J)) each; ``rescale_coords``
-R: both *= exp(U(-ln R, ln R)). A shift moves every patch alike, so it changes
-no logit; jitter and rescale change the spacing the model sees.
+Deliberate differences: angles in float32 (DINOv3's class default is bf16); ``base`` with both
+periods set uses the periods, as timm (DINOv3 raises); the augmentation is drawn on q's device;
+the ``extrapolate`` strategy is ours.
 
-Defaults: those of every released DINOv3 ViT (S, S+, B, L, L+, H+, 7B in
-``dinov3/hub/backbones.py``): base 100, ``separate``, ``rescale_coords=2``
-(the paper's box scale s in [0.5, 2]), no shift or jitter. (The bare
-``DinoVisionTransformer`` signature in ``dinov3/models/vision_transformer.py``
-leaves all three augmentations off; set ``rescale_coords=null`` for that.)
-
-Other grids: ``normalize`` (default; alias ``interpolate``) normalises every
-grid to the [-1, 1] box, as DINOv3 does: a larger grid interpolates by
-construction. ``extrapolate`` keeps the training grid's spacing (d from the
-training grid), so a larger grid reaches past +1; the same rotations on the
-training grid.
-
-Reference (read, not copied): facebookresearch/dinov3 is not in the stored
-index; its unmodified copy sergiocanar/dinov3 ``dinov3/layers/
-rope_position_encoding.py`` (``RopePositionEmbedding``, commit 2ff68bee),
-``dinov3/layers/attention.py`` (``rope_apply``, ``SelfAttention.apply_rope``:
-prefix tokens skipped) in eminorhan/dinov3 (commit 3afcb5ee), the released
-configs in eminorhan/dinov3 ``dinov3/hub/backbones.py`` (commit 0098de5b); and
-timm 1.0.31's ``RotaryEmbeddingDinoV3`` (``timm/layers/pos_embed_sincos.py``).
-Deliberate differences: angles in float32 (DINOv3's class default is bf16
-periods and angles, its released configs fp32, timm float32); ``base`` with
-both periods set uses the periods, as timm (DINOv3 raises); the augmentation
-is drawn on q's device (DINOv3: the periods' device; timm: the CPU; the same
-numbers on CPU); the ``extrapolate`` strategy is ours.
+Provenance and checks: docs/encodings.md#dinov3-rope
 """
 
 from __future__ import annotations

@@ -1,55 +1,28 @@
 """STRING (Schenck et al. 2025, "Learning the RoPEs: Better 2D and 3D Position Encodings with STRING").
 
-STRING rotates q and k of the token at 2D position r = (x, y) by
+STRING rotates q and k of the token at 2D position r = (x, y) by R(r) = exp(x L_x + y L_y), with L_x,
+L_y skew-symmetric (Dh x Dh) and commuting, so every logit depends on positions only through the
+offset; any such R is RoPE in a learned basis, R(r) = P^T RoPE(r) P with P orthogonal (the paper's
+theorem). Its two efficient forms:
 
-    R(r) = exp(x L_x + y L_y),    L_x, L_y skew-symmetric (Dh x Dh), L_x L_y = L_y L_x,
-
-so R(r) is orthogonal, R(r)^T R(r') = R(r' - r) and every logit q_m^T R(r_m)^T R(r_n) k_n
-depends on positions only through the offset r_n - r_m. Any such R is RoPE in a learned basis,
-R(r) = P^T RoPE(r) P with P orthogonal (the paper's theorem). Its two efficient forms are built here:
-
-- ``string_cayley``: q' = RoPE(r) P q, k' = RoPE(r) P k, i.e. P R_P(r) with R_P(r) = exp(sum_k r_k
-  P^T L_k P) and the leading P dropped (it cancels in q'.k' = q^T P^T RoPE(r' - r) P k). P is the
-  Cayley transform P = (I - S)(I + S)^-1 of a learned skew-symmetric S, one per block and head.
-  RoPE is this project's axial ``rope_2d`` (the same class, options and strategies). S starts at 0,
-  so P = I and the encoding starts as plain ``rope_2d`` exactly.
-- ``string_circulant``: L_k = C_k - C_k^T with C_k circulant, (C_k)_ij = c_k[(j - i) mod Dh], c_k a
-  learned first row per axis, block and head. Circulant matrices share the DFT eigenbasis, so the
-  generators commute, and with F the DFT (``torch.fft``), theta_k = -2 Im(F c_k) (the eigenvalues of
-  L_k are i theta_k)::
+- ``string_cayley``: q' = RoPE(r) P q, k' = RoPE(r) P k (the leading P^T cancels in q'.k'), P the
+  Cayley transform (I - S)(I + S)^-1 of a learned skew-symmetric S per block and head, on this
+  project's axial ``rope_2d`` (the same class, options and strategies). S starts at 0: ``rope_2d``.
+- ``string_circulant``: L_k = C_k - C_k^T with C_k circulant ((C_k)_ij = c_k[(j - i) mod Dh], c_k
+  learned per axis, block and head); they share the DFT eigenbasis, so with theta_k = -2 Im(F c_k)::
 
       R(r) z = F^-1 ( exp(i (x theta_x + y theta_y)) * F z )     in O(Dh log Dh) per token,
 
-  i.e. RoPE in the Fourier basis whose frequencies are learned. The DC and Nyquist bins have
-  theta = 0: Dh/2 - 1 planes rotate, 2 channels never do. Under ``torch.compile`` the same map is
-  applied as F^T RoPE F with the real orthonormal DFT matrix F (two Dh x Dh matmuls, which inductor
-  fuses better than its FFTs; see :func:`circulant_rotate`). Identity: c = 0 gives R(r) = I, no
-  position information at all (``init=zero``). The paper's init could not be checked here; the
-  default ``init=rope`` solves c so that the rotating Fourier modes carry ``rope_2d``'s spectrum
-  base^(-4i/Dh): the first half of the modes turn with x, the rest with y (one fewer plane than
-  rope_2d, so y loses its slowest frequency), i.e. at step 0 it is rope_2d in a fixed orthogonal
-  (Fourier) basis.
+  RoPE in the Fourier basis with learned frequencies (DC and Nyquist never turn: Dh/2 - 1 planes);
+  under ``torch.compile`` the same map as F^T RoPE F (see :func:`circulant_rotate`). ``init=rope``
+  (default) gives the rotating modes ``rope_2d``'s spectrum (x the first half, y the rest, which
+  loses its slowest frequency); ``init=zero`` is R = I. Strategies: ``extrapolate``, ``interpolate``.
 
-Reference: no official code is released (checked 2026-12), so none is cited; both forms follow
-the paper's equations as given above (STRING, Cayley-STRING, Circulant-STRING and its FFT
-form), and tests/test_string.py rebuilds exp(sum r_k L_k) densely with ``torch.linalg.matrix_exp``.
+No official code is released: both forms follow the paper's equations. P is recomputed at every call
+(one batched solve per block), never cached; S is stored as its strict upper triangle; class tokens
+are untouched; rotations are computed in float32 under autocast. No block-circulant generators.
 
-Decisions (and why):
-
-- Parameters per block and head: P is learned per attention head, and in a deep ViT each block has
-  its own heads (RoPE-Mixed, the paper's baseline, also learns per block and head).
-- Cayley on fixed axial RoPE, not RoPE-Mixed: P = I at init is then exactly ``rope_2d``, so the two
-  differ by the learned basis only, and every rope_2d strategy (extrapolate, interpolate, NTK,
-  dynamic, YaRN) stays valid because P does not depend on position. (The most general STRING would
-  also learn mixed frequencies; that would be rope_2d_mixed's parameters plus S.)
-- P is recomputed every call (one batched ``torch.linalg.solve`` of (H, Dh, Dh) per block) and
-  applied as one batched matmul; it is not cached, since a cached P goes stale while S trains.
-  S is stored as its strict upper triangle (Dh(Dh-1)/2 numbers: exactly S's degrees of freedom).
-- Class tokens are untouched by both (no P, no rotation), as every RoPE here.
-- Rotations are computed in float32 under autocast (matmul with P, FFTs, angles) and cast back.
-- Circulant strategies: ``extrapolate`` (integer positions past the trained range) and
-  ``interpolate`` (position interpolation, ``align`` as rope_2d); NTK/YaRN assume a fixed spectrum.
-  Block-circulant generators (several circulant blocks per head) are not built.
+Provenance and checks: docs/encodings.md#string
 """
 
 from __future__ import annotations

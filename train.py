@@ -18,6 +18,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from vitpos.run.sweep import register_resolver
+
 CONFIGS = Path(__file__).resolve().parent / "configs"
 HELP_WORDS = ("--help", "-h")
 SWEEP_WORDS = ("-m", "--multirun")
@@ -39,13 +41,15 @@ def encoding_help() -> str:
     for title, dims in (("images (2D grids)", 2), ("sequences (1D)", 1)):
         lines.append(f"  {title}:")
         for name in list_encodings(dims):
-            doc = " ".join((get_encoding_class(name).__doc__ or "").replace("``", "").split())  # no RST marks
+            # an option's name keeps one mark (`parabolas` concave parabolas): without it, it reads as a doubled word
+            doc = " ".join((get_encoding_class(name).__doc__ or "").replace("``", "`").split())
             first = re.split(r"(?<!\bal)\.\s+", doc)[0].rstrip(".")  # first sentence ("et al." kept)
             lines.append(f"    {name:<16} {textwrap.shorten(first, 84, placeholder=' ...')}")
     return "\n".join(lines)
 
 
 OmegaConf.register_new_resolver("vitpos_encodings", encoding_help, replace=True)
+register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
 
 
 def report(err: BaseException) -> None:

@@ -2,9 +2,10 @@
 against PyTorch eager, and onnxruntime's CPU latency for one image against eager's: the table of
 docs/export.md (``write=true`` rewrites it there).
 
-Each encoding (the list of configs/sweep/image_encodings.yaml), with each of its strategies for
-unseen sizes (the ones the extrapolation evaluates: ``eval.strategies=all``), is put in the same
-tiny ViT (:data:`TINY`: 16x16 images, patch 4, width 32, 2 blocks) and exported by
+Each encoding (the list every full comparison sweeps: :func:`vitpos.run.sweep.image_encodings`),
+with each of its strategies for unseen sizes (the ones the extrapolation evaluates:
+``eval.strategies=all``), is put in the same tiny ViT (:data:`TINY`: 16x16 images, patch 4, width
+32, 2 blocks) and exported by
 :func:`vitpos.export.export_model`, which keeps the broadest size range whose graph agrees with the
 eager model. tests/test_export_table.py recomputes every row but the latencies and compares it with
 the committed page; latencies depend on the machine and are never asserted.
@@ -19,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 from bench.timing import interleaved_medians, use_threads
 from vitpos.cli import option, parse_options, run_main
@@ -28,12 +28,12 @@ from vitpos.export import FORMATS, Exported, ExportFailed, export_model, geometr
 from vitpos.export.graph import ort_session
 from vitpos.extrapolate.evaluate import choose_strategies
 from vitpos.models import VisionTransformer
+from vitpos.run.sweep import image_encodings
 from vitpos.runtime import cpu_supports_bf16
 from vitpos.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "export.md"
-ENCODINGS = ROOT / "configs" / "sweep" / "image_encodings.yaml"
 #: the model every encoding is exported in: small enough for a test per encoding
 TINY = dict(img_size=16, patch_size=4, dim=32, depth=2, num_heads=2, mlp_ratio=2.0, drop_path=0.0)
 #: the sizes the table shows a difference at: the training size, a non-square one, a smaller one
@@ -43,11 +43,6 @@ OPEN, CLOSE = "<!-- export table: python -m bench.export write=true -->\n", "<!-
 HEADER = ["encoding", "strategy", "ONNX sizes", "torch.export sizes",
           *(f"max diff {h}x{w}" for h, w in SHOWN), "onnxruntime ms", "eager ms", "eager / onnxruntime"]  # fmt: skip
 CHECKED = 2 + len(FORMATS) + len(SHOWN)  # the columns tests/test_export_table.py compares (then latencies)
-
-
-def image_encodings() -> list[str]:
-    """Every image encoding, once: the sweep list of configs/sweep/image_encodings.yaml."""
-    return [name.strip() for name in str(OmegaConf.load(ENCODINGS)["encoding"]).split(",")]
 
 
 def tiny_model(name: str, strategy: str | None = None) -> VisionTransformer:
@@ -173,7 +168,7 @@ class ExportBenchOptions:
     """
 
     encodings: list[str] | None = option(None, "the encodings", metavar="[NAME,...]", example="[rope_2d]",
-                                         default_text="configs/sweep/image_encodings.yaml")  # fmt: skip
+                                         default_text="every image encoding the comparisons sweep")  # fmt: skip
     strategies: str = option("all", "each encoding's strategies: all, or its default only",
                              choices=["all", "default"])  # fmt: skip
     repeats: int = option(50, "timed rounds per encoding")

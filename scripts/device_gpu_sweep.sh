@@ -20,7 +20,7 @@ log="$out/sweep.log"
 exec > >(tee "$log") 2>&1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
-export TORCHINDUCTOR_COMPILE_THREADS=1  # 19 processes compile at once: no pool of 16 workers in each
+export TORCHINDUCTOR_COMPILE_THREADS=1  # one process per encoding compiles at once: no pool of 16 workers in each
 # gpu_sweep.sh calls `python`; a wrapper, not a link: a linked venv python would not find its venv. rm first:
 # writing through a link left by an earlier try would overwrite the interpreter itself (it happened once).
 rm -f /tmp/bin/python

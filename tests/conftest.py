@@ -23,6 +23,9 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 
 from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.models import VisionTransformer
+from vitpos.run.sweep import register_resolver
+
+register_resolver()  # configs/sweep/image_encodings.yaml composes in process as it does under train.py
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,7 +29,8 @@ TINY = [
 
 
 def test_the_sweep_is_every_image_encoding_with_two_seeds():
-    """The runs the experiment's header budgets for (38: 19 encodings x seeds 0 and 1), seed the outer loop."""
+    """The runs the experiment's header budgets for (every image encoding of the sweep list x seeds 0
+    and 1), seed the outer loop."""
     shared = str(OmegaConf.load(CONFIGS / "sweep" / "image_encodings.yaml").encoding).split(",")
     jobs = expand(sweep_params("extrapolation_aspect"))
     assert jobs == [[f"seed={seed}", f"encoding={name}"] for seed in (0, 1) for name in shared]
@@ -52,4 +53,4 @@ def test_a_tiny_job_evaluates_one_long_axis_and_the_report_shows_it(tmp_path):
     assert snapshot_runs.snapshot(runs / "extrapolation_aspect", snapshot) == 1
     report = compare(snapshot, tmp_path / "docs" / "report").report
     assert "trained at 16 px (native 32)" in report, report
-    assert "| label | 16 | 16x32 | 32x16 | 32 |" in report, report
+    assert "| label | 16 | 32 | 16x32 | 32x16 |" in report, report  # the squares, then wide before tall

@@ -1,6 +1,7 @@
 """Experiments are composed, not copied: a comparison takes its recipe whole from the lever-table
 row it names (``override /ablation: <row>``) and its encodings from the one shared list
-(``configs/sweep/image_encodings.yaml``), so that a changed recipe or a new encoding is written once.
+(``configs/sweep/image_encodings.yaml``, derived from the registry), so that a changed recipe is written
+once and a new encoding file joins every comparison without an edit.
 Composed in process with Hydra's ``compose``, as ``python train.py -m experiment=NAME`` composes each
 job; the jobs are expanded by Hydra's own sweeper (test_experiment_configs.expand).
 """
@@ -13,8 +14,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from test_experiment_configs import EXPERIMENTS, expand, sweep_params
 
-from vitpos.encodings import get_encoding_class, list_encodings
+from vitpos.encodings import PositionalEncoding, get_encoding_class, list_encodings
+from vitpos.encodings import base as encoding_base
 from vitpos.run.identity import NOT_DEFINING, RUN_DEFINING, run_label
+from vitpos.run.sweep import COMPARED_FIRST, NOT_COMPARED, image_encodings
 
 CONFIGS = ROOT / "configs"
 SHARED = CONFIGS / "sweep" / "image_encodings.yaml"
@@ -95,17 +98,32 @@ def test_a_comparison_labels_its_runs_by_encoding_not_by_the_row(experiment):
 
 
 def test_the_shared_list_is_every_image_encoding_once():
+    """The YAML's list is derived from the registry (vitpos.run.sweep.image_encodings): every built-in
+    encoding that takes a 2D grid but the named exclusions; the frozen order first, then the others
+    alphabetically, so that the jobs of the earlier comparisons keep their places."""
     names = shared_list()
-    assert names  # no count written here: the registry says what belongs
+    assert names == image_encodings()
     assert len(set(names)) == len(names), "an encoding is listed twice"
     images = set(list_encodings(grid_dims=2))
-    not_images = [name for name in names if name not in images]
-    assert not not_images, f"not registered image encodings: {not_images}"
-    for name in names:
-        assert 2 in get_encoding_class(name).grid_dims
+    assert set(NOT_COMPARED) <= images, "an exclusion names no registered image encoding"
+    assert set(names) == images - set(NOT_COMPARED)
+    # the frozen order names only encodings that exist (a renamed one fails here, not in a sweep), then the rest
+    assert names[: len(COMPARED_FIRST)] == list(COMPARED_FIRST)
+    later = names[len(COMPARED_FIRST) :]
+    assert later == sorted(later)
     # every encoding that works on images only is in it: a new one cannot be left out of the comparisons
     image_only = {name for name in images if get_encoding_class(name).grid_dims == (2,)}
-    assert image_only <= set(names), f"missing from {SHARED.name}: {sorted(image_only - set(names))}"
+    assert image_only <= set(names), f"not in {SHARED.name}: {sorted(image_only - set(names))}"
+
+
+@pytest.mark.parametrize(("module", "joins"), [("vitpos.encodings.zz_new", True), ("my_package.my_enc", False)])
+def test_a_new_image_encoding_file_joins_the_comparisons_without_an_edit(monkeypatch, module, joins):
+    """A class registered by a new module of the package runs last in every full comparison; a plug-in's
+    (an entry point, ``encoding.module=``) never does."""
+    new = type("ZzNew", (PositionalEncoding,), {"name": "zz_new", "grid_dims": (2,), "__module__": module})
+    monkeypatch.setitem(encoding_base._REGISTRY, "zz_new", new)  # as @register would, undone after the test
+    assert (swept_encodings("compare_cifar_full")[-1] == "zz_new") is joins
+    assert ("zz_new" in shared_list()) is joins
 
 
 @pytest.mark.parametrize("experiment", FULL_COMPARISONS)

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-import yaml
 from conftest import ROOT, EvalModule, require_cifar, small_vit
 from lightning.fabric.utilities.data import _set_sampler_epoch
 from test_data import _write_folder
@@ -24,6 +23,7 @@ from vitpos.data.images import ImageDataModule
 from vitpos.data.schedule import progressive_size
 from vitpos.encodings import list_encodings
 from vitpos.extrapolate import evaluate_sizes
+from vitpos.run.sweep import image_encodings
 
 
 class Recorder(EvalModule):
@@ -142,8 +142,7 @@ def test_every_image_encoding_trains_across_sizes_from_the_command_line_and_extr
     sweep, one process: shapes, the native model config cut to one block, 4 batches of 16, compile off:
     three graphs per encoding cost minutes on a CPU, and compiling per size is tests/test_compile.py's),
     is scored at each size, and extrapolates from its checkpoint with python -m vitpos.extrapolate."""
-    shared = yaml.safe_load((ROOT / "configs" / "sweep" / "image_encodings.yaml").read_text())
-    encodings = shared["encoding"].split(",")  # the image encodings every full comparison sweeps
+    encodings = image_encodings()  # the image encodings every full comparison sweeps
     assert set(encodings) <= set(list_encodings(2)) and {"lookhere", "alibi_2d"} <= set(encodings)
     args = [
         "-m", "data=shapes", "model=vit_cpu_p2", "model.depth=1", "data.img_size=16", "data.train_sizes=[16,24,32]",

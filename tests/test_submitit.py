@@ -258,8 +258,8 @@ def test_a_sweep_rerun_in_the_same_folder_reports_the_new_outcome_not_the_old_on
     common = ["-m", "data=shapes", "model=vit_micro", "debug=fast", f"run.root={tmp_path / 'runs'}",
               f"hydra.sweep.dir={sweep}"]  # fmt: skip
     first = run_command("train.py", *common, "encoding=alibi", cwd=tmp_path)  # alibi is for sequences: refused
-    assert first.code == 1 and f"sweep {sweep}: 1 jobs, 1 failed, 0 missing, 0 finished" in first.out, first.out
+    assert first.code == 1 and f"sweep {sweep}: 1 job, 1 failed, 0 missing, 0 finished" in first.out, first.out
     again = run_command("train.py", *common, "encoding=rope_2d", cwd=tmp_path)
     assert again.code == 0, again.out + again.err
-    assert f"sweep {sweep}: 1 jobs, 0 failed, 0 missing, 1 finished" in again.out, again.out
+    assert f"sweep {sweep}: 1 job, 0 failed, 0 missing, 1 finished" in again.out, again.out
     assert not (sweep / "0" / "error.log").exists() and (sweep / "0" / "outcome.txt").exists()

@@ -11,6 +11,11 @@ exits with code 1 when any job failed.
 A SIGINT (Ctrl-C) or SIGTERM is no failure: it stops the whole sweep (or a single run)
 within seconds, in any phase, and the same command resumes it (:mod:`vitpos.run.signals`,
 installed by :class:`SweepReport` while ``train.py``'s app runs).
+
+What a full comparison sweeps: :func:`image_encodings`, every built-in image encoding, derived from
+the registry; ``configs/sweep/image_encodings.yaml`` reads it through the resolver
+``${vitpos_image_encodings:}`` (:func:`register_resolver`), so a new encoding file joins every
+comparison without a list to edit.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
+from omegaconf import OmegaConf
 
 from vitpos.run import signals
 
@@ -28,6 +34,34 @@ ERROR_FILE = "error.log"
 BASIC_LAUNCHER = "BasicLauncher"  # Hydra's default launcher: every job in this process, one after another
 OUTCOME_FILE = "outcome.txt"
 _failed: list[str] = []  # jobs that failed in this process's sweep (the callback runs in the main process)
+RESOLVER = "vitpos_image_encodings"  # configs/sweep/image_encodings.yaml: encoding: ${vitpos_image_encodings:}
+# the order the comparisons have always run their jobs in, frozen so that adding an encoding moves none of
+# theirs (a stopped sweep reruns in the same order); an encoding added later runs after them, alphabetically
+COMPARED_FIRST = (
+    "none", "learned_1d", "learned_2d", "sincos_2d", "rel_bias_2d", "cpe", "rope_2d", "rope_2d_mixed", "alibi_2d",
+    "lookhere", "learned_2d_sum", "string_cayley", "string_circulant", "comrope", "liere", "pape", "fire_2d",
+    "rope_2d_dinov3", "pape_ri", "rope_2d_golden",
+)  # fmt: skip
+# image encodings the comparisons leave out: 1D encodings that also run on a flattened grid (learned_1d, which
+# stays, stands for "no 2D structure"), and combo, a sum of the others
+NOT_COMPARED = ("sincos_1d", "rope_1d", "rope_1d_learned", "combo")
+
+
+def image_encodings() -> list[str]:
+    """The image encodings every full comparison sweeps, in the order its jobs run: every built-in
+    encoding that takes a 2D grid (plug-ins never: ``list_encodings`` lists the package's own), but
+    :data:`NOT_COMPARED`; :data:`COMPARED_FIRST` first, any other alphabetically after them."""
+    from vitpos.encodings import list_encodings  # torch: only when a sweep list is asked for
+
+    images = [name for name in list_encodings(grid_dims=2) if name not in NOT_COMPARED]  # sorted
+    first = [name for name in COMPARED_FIRST if name in images]
+    return first + [name for name in images if name not in first]
+
+
+def register_resolver() -> None:
+    """Make ``${vitpos_image_encodings:}`` the comma list of :func:`image_encodings` (Hydra's sweeper
+    sweeps a comma list) in every config composed after this call: ``train.py`` calls it."""
+    OmegaConf.register_new_resolver(RESOLVER, lambda: ",".join(image_encodings()), replace=True)
 
 
 def record_failure(job_dir: str | Path, err: BaseException) -> str:
@@ -128,7 +162,8 @@ class SweepReport(Callback):
         _failed[:] = [f"failed: {p}: {(p / ERROR_FILE).read_text().strip()}" for p in failed]
         _failed.extend(f"missing: {p}: no result (killed or preempted: rerun the sweep to resume it)" for p in missing)
         finished = len(jobs) - len(failed) - len(missing)
-        say(f"sweep {sweep}: {len(jobs)} jobs, {len(failed)} failed, {len(missing)} missing, {finished} finished")
+        counted = f"{len(jobs)} job{'s' * (len(jobs) != 1)}"
+        say(f"sweep {sweep}: {counted}, {len(failed)} failed, {len(missing)} missing, {finished} finished")
         for line in _failed:
             say(f"  {line}")
         if (sweep / ".submitit").is_dir():  # submitit launchers: every job printed into its own log there

@@ -2,17 +2,20 @@
 patterns expanded by the tool."""
 
 import csv
+import json
+from pathlib import Path
 
 import pytest
 from ckpt_factory import IMAGE as FAKE_IMAGE
 from ckpt_factory import SEQUENCE as FAKE_SEQUENCE
 from ckpt_factory import make_checkpoint
-from conftest import CONFIGS
+from conftest import CONFIGS, compose_train
 from hydra import compose, initialize_config_dir
 
 from vitpos.errors import UserError
 from vitpos.extrapolate import checkpoints as extrapolate_cli
 from vitpos.extrapolate.checkpoints import main
+from vitpos.run.identity import TEST_SUBSET, next_commands
 from vitpos.train import train
 
 QUIET = ["trainer.max_epochs=1", "task.pictures=false", "trainer.enable_progress_bar=false"]
@@ -171,3 +174,57 @@ def test_both_tools_refuse_a_path_without_checkpoints_alike(tmp_path, tool):
     with pytest.raises(UserError, match=rf"^ckpt={tmp_path}/missing.ckpt: no such file or folder{fix}"):
         run_tool([f"ckpt={tmp_path / 'missing.ckpt'}", f"out={tmp_path / 'out'}"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+
+
+def test_the_tool_scores_the_test_images_training_scored(tmp_path, capsys, monkeypatch):
+    """The printed ``next:`` command gives the numbers training printed, on the same seeded images
+    (the run's eval.test_subset, named in the command as it is not the default); ``test_subset=N``
+    and ``test_subset=null`` change how many images each size scores."""
+    from vitpos.extrapolate import evaluate
+
+    run(tmp_path, "encoding=rope_2d", "data=shapes", "data.num_train=300", "data.num_test=120",
+        "data.val_size=64", "model=vit_micro", "eval.resolutions=[16,48]", "eval.test_subset=50",
+        "++trainer.limit_train_batches=2")  # fmt: skip
+    (printed,) = [line.split() for line in capsys.readouterr().out.splitlines() if "-m vitpos.extrapolate" in line]
+    assert "test_subset=50" in printed
+    (status,) = tmp_path.rglob("metrics.json")
+    metrics = json.loads(status.read_text())["metrics"]
+    scored, real = [], evaluate.score_at
+    monkeypatch.setattr(evaluate, "score_at", lambda *a: scored.append(real(*a)) or scored[-1])
+
+    def tool(*extra):
+        scored.clear()
+        args = [w for w in printed[3:] if not w.startswith(("test_subset=", "out="))]
+        assert main([*args, *extra, "strategies=default", "device=cpu", f"out={tmp_path / 'out'}"]) == 0
+        rows = read(tmp_path / "out" / "extrapolation.csv")
+        assert [int(r["test_images"]) for r in rows] == [n for _, _, n in scored]  # the column says what ran
+        return rows
+
+    default = tool()  # the run's own eval.test_subset
+    assert [int(r["test_images"]) for r in default] == [50, 50]
+    for row in default:
+        assert float(row["acc"]) == pytest.approx(metrics[f"test/acc@res{row['size']}"], abs=1e-9)
+    assert [int(r["test_images"]) for r in tool("test_subset=20")] == [20, 20]
+    assert [int(r["test_images"]) for r in tool("test_subset=null")] == [120, 120]
+    assert tool("test_subset=50") == default
+
+
+def test_help_lists_test_subset_and_a_bad_one_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "test_subset=INT|null" in capsys.readouterr().out
+    with pytest.raises(UserError, match=r"^test_subset: must be a positive integer or null, got 0"):
+        main([f"ckpt={tmp_path / 'missing.ckpt'}", "test_subset=0", f"out={tmp_path / 'out'}"])
+
+
+def test_the_printed_command_names_a_test_subset_other_than_the_default():
+    assert compose_train("data=shapes").eval.test_subset == TEST_SUBSET  # the config's default
+    folder = Path("runs/shapes/vit_cpu/rope_2d-0a1b2c/seed0")
+
+    def tool_line(*subset) -> str:
+        (line,) = [x for x in next_commands(folder, "classification", None, None, *subset).splitlines()
+                   if "-m vitpos.extrapolate" in x]  # fmt: skip
+        return line
+
+    assert "test_subset" not in tool_line() and "test_subset" not in tool_line(TEST_SUBSET)
+    assert " test_subset=50 " in tool_line(50) and " test_subset=null " in tool_line(None)

@@ -163,8 +163,9 @@ def test_tags_name_both_sides_and_an_axis_above_native_is_upsampled():
 
 # ------------------------------------------------------------------ reports: their own columns, ticks, protocol
 def test_reports_give_non_square_sizes_their_own_columns_and_ticks(tmp_path, monkeypatch):
-    """The compare report's table (a column per size, in order of pixels), its plot (a tick per
-    position: 16x32 and 32x16 share sqrt(512)) and the protocol (``trained at 16x32 px``)."""
+    """The compare report's table (a column per size: the squares, then the others by pixels, wide
+    before tall), its plot (a tick per position: 16x32 and 32x16 share sqrt(512), on a row of
+    their own under the squares') and the protocol (``trained at 16x32 px``)."""
     import pandas as pd
     from matplotlib.figure import Figure
 
@@ -178,12 +179,13 @@ def test_reports_give_non_square_sizes_their_own_columns_and_ticks(tmp_path, mon
         row |= {f"test/acc@res{tag}_mean": value, f"test/acc@res{tag}_std": 0.0}
     groups = pd.DataFrame([row])
     (table,) = [part for part in strategy_tables(groups, {"rope_2d-0a1b2c": "rope_2d"}, "res") if "|" in part]
-    assert table.splitlines()[0] == "| label | 16 | 16x32 | 32x16 | 24 | 32 | 32x48 (upsampled) |"
+    assert table.splitlines()[0] == "| label | 16 | 24 | 32 | 16x32 | 32x16 | 32x48 (upsampled) |"
     drawn = []
     monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))
     assert plot_extrapolation(groups, "res", tmp_path / "acc.png")
-    ticks = [t.get_text() for t in drawn[0].axes[0].get_xticklabels()]
-    assert ticks == ["16", "16x32\n32x16", "24", "32", "32x48\n(upsampled)"]
+    ax = drawn[0].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["16", "24", "32"]
+    assert [t.get_text() for t in ax.get_xticklabels(minor=True)] == ["16x32\n32x16", "32x48\n(upsampled)"]
     protocol = Protocol.of_config({"data": {"name": "cifar10", "img_size": [16, 32], "native_size": 32}})
     assert protocol.budget() == "cifar10, full train set, trained at 16x32 px (native 32)"
     assert Protocol.from_columns(protocol.columns()) == protocol
@@ -212,7 +214,7 @@ def test_train_evaluates_non_square_resolutions_and_names_them(tmp_path):
     metrics = _metrics(root)
     assert {"test/acc@res16", "test/acc@res16x32", "test/acc@res32x16", "test/acc@res32"} <= set(metrics)
     table = _text_table(root, "test/beyond_training_size")
-    assert "| strategy | 16 | 16x32 | 32x16 | 32 |" in table, table
+    assert "| strategy | 16 | 32 | 16x32 | 32x16 |" in table, table  # the squares, then h x w
 
 
 def test_train_at_a_non_square_size_end_to_end(tmp_path):

@@ -9,12 +9,15 @@ is refused in one place with an error naming the option.
 A size is written back as its side when it is square and as ``HxW`` otherwise
 (:func:`size_name`: ``16``, ``16x32``): in metric tags (``test/acc@res16x32``; a square keeps
 ``test/acc@res16``, so existing runs and reports keep their tags), in table columns and in the
-run hash (:func:`compact`: ``[32, 32]`` is the same run as ``32``). Imports only
+run hash (:func:`compact`: ``[32, 32]`` is the same run as ``32``). Size columns and a plot's
+ticks go the squares first, then the other sizes (:func:`column_order`); the sizes
+``eval.resolutions=auto`` stands for are :func:`default_resolutions`. Imports only
 :mod:`vitpos.errors`, so every layer may use it (the model, the data, the reports).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from vitpos.errors import UserError
@@ -81,6 +84,39 @@ def size_order(size) -> tuple[int, int, int]:
     then height: ``16 < 16x32 < 32x16 < 24 < 32``. Squares keep their order by side."""
     h, w = parse_name(size) if isinstance(size, str) else as_hw(size)
     return (h * w, h, w)
+
+
+def column_order(size) -> tuple[bool, int, bool, int]:
+    """Sort key of a size as a table column or a plot's tick (a side, a pair or a :func:`size_name`):
+    the squares first, by side, then the other sizes by pixel count, wide (h < w) before tall:
+    ``16 < 24 < 32 < 16x32 < 32x16``. The squares read as one series; a non-square size never
+    sits between two of them."""
+    h, w = parse_name(size) if isinstance(size, str) else as_hw(size)
+    return (h != w, h * w, h > w, h)
+
+
+#: ``eval.resolutions=auto``: the test sizes as ratios of the training size, from half to twice it
+EVAL_RATIOS = (0.5, 0.75, 1, 1.25, 1.5, 2)
+
+
+def default_resolutions(img_size, patch: int) -> list[int | list[int]]:
+    """The sizes ``eval.resolutions=auto`` tests: :data:`EVAL_RATIOS` x the training size
+    ``img_size`` (a side or ``[h, w]``), each side rounded to the nearest multiple of ``patch``
+    (halves up), at least one patch, each size once, in order. A square is its side and another
+    size an ``[h, w]`` list, as the option is written: ``[16, 24, 32, 40, 48, 64]`` for 4 px
+    patches at 32 px, ``[16, 32, 48, 64]`` for 16 px patches there."""
+    h, w = as_hw(img_size, "data.img_size")
+
+    def near(side: float) -> int:
+        return patch * max(1, math.floor(side / patch + 0.5))
+
+    sizes: list[int | list[int]] = []
+    for ratio in EVAL_RATIOS:
+        size = plain_size((near(ratio * h), near(ratio * w)))
+        size = list(size) if isinstance(size, tuple) else size
+        if size not in sizes:
+            sizes.append(size)
+    return sizes
 
 
 def equivalent_side(size) -> float:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 import re
 
-from vitpos.sizes import size_order
+from vitpos.sizes import column_order
 
 #: the name of an accuracy beyond the training size: test/acc@res48, test/acc@res16x32 (height x
 #: width), test/acc@res48up (upsampled: no new detail), test/acc@len256/ntk; groups: kind, size (its
-#: name: vitpos.sizes.parse_name reads it, size_order sorts it), "up", strategy
+#: name: vitpos.sizes.parse_name reads it, column_order sorts it), "up", strategy
 EXTRAP = re.compile(r"^test/acc@(res|len)(\d+(?:x\d+)?)(up)?(?:/(.+))?$")
 
 #: a run's final numbers, in the order TensorBoard's TEXT table ``test/final`` lists them
@@ -47,17 +47,18 @@ def frame_to_markdown(frame, cell=str) -> str:
 def sweep_markdown(results: dict[str, float], default: str) -> str:
     """One run's accuracies beyond its training size (``test/acc@...`` of ``evaluate_sizes``) as a
     Markdown table in %: a row per strategy (``default``: the encoding's own), a column per size,
-    upsampled sizes marked, a non-square size (``16x32``) a column of its own, in order of pixels.
+    upsampled sizes marked, a non-square size (``16x32``) a column of its own after the squares
+    (:func:`vitpos.sizes.column_order`, the order of ``python -m vitpos.extrapolate``'s table).
     Train logs it to TensorBoard's TEXT tab instead of one single-point chart per size and strategy."""
     cells: dict[tuple[str, str], float] = {}
-    columns: dict[tuple[tuple[int, int, int], str], str] = {}
+    columns: dict[tuple[tuple, str], str] = {}
     for name, value in results.items():
         m = EXTRAP.match(name)
         if m is None:
             continue
         kind, size, up, strategy = m.groups()
         column = f"{size}{' (upsampled)' if up else ''}"
-        columns[(size_order(size), column)] = column
+        columns[(column_order(size), column)] = column
         cells[(strategy or default, column)] = value
     order = [c for _, c in sorted(columns)]
     strategies = [default, *sorted({s for s, _ in cells} - {default})]

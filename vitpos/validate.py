@@ -13,55 +13,41 @@ task and the options it needs (``checks/task.py``) come first, as the other chec
 the plain checks come next and need no torch; the trainer keys import Lightning, a timm model torch
 and timm, and the encoding checks build the encoding on the model's real geometry, so each
 encoding's own class stays the one place its rules are written.
+
+One default depends on the model, so it is filled in here, once its patch size is known (a timm
+model's from timm): ``eval.resolutions=auto`` becomes the sizes it stands for
+(:func:`vitpos.checks.data.eval_resolutions`), written into ``cfg`` itself, so that the run tests
+them and its saved config (``hparams.yaml``, every checkpoint) names them.
 """
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
-from vitpos.checks.data import check_data_choices, check_data_counts, check_data_paths, check_sizes, image_counts
-from vitpos.checks.encoding import check_encoding, encoding_names, exercise
-from vitpos.checks.memory import MEMORY_FRACTION, check_memory
-from vitpos.checks.names import RUN_FOLDER_KEYS, check_folder_name, check_run_names, check_threads
-from vitpos.checks.options import OPTIONS, check_options
-from vitpos.checks.task import TASKS, check_needed, check_task
+from vitpos.checks.data import (
+    AUTO,
+    check_data_choices,
+    check_data_counts,
+    check_data_paths,
+    check_sizes,
+    eval_resolutions,
+)
+from vitpos.checks.encoding import check_encoding
+from vitpos.checks.memory import check_memory
+from vitpos.checks.names import check_run_names, check_threads
+from vitpos.checks.options import check_options
+from vitpos.checks.task import check_needed, check_task
 from vitpos.checks.timm_model import check_timm_checkpoint, with_timm_geometry
-from vitpos.checks.trainer import check_trainer_keys, trainer_options
+from vitpos.checks.trainer import check_trainer_keys
 from vitpos.errors import UserError
 
-__all__ = [
-    "MEMORY_FRACTION",
-    "OPTIONS",
-    "RUN_FOLDER_KEYS",
-    "TASKS",
-    "UserError",
-    "check_data_choices",
-    "check_data_counts",
-    "check_data_paths",
-    "check_encoding",
-    "check_folder_name",
-    "check_memory",
-    "check_needed",
-    "check_options",
-    "check_run_names",
-    "check_sizes",
-    "check_task",
-    "check_threads",
-    "check_timm_checkpoint",
-    "check_trainer_keys",
-    "encoding_names",
-    "exercise",
-    "image_counts",
-    "resolved",
-    "trainer_options",
-    "validate",
-    "with_timm_geometry",
-]
+__all__ = ["UserError", "resolved", "validate"]
 
 
 def validate(cfg) -> None:
-    """Raise :class:`UserError` for the first problem in ``cfg`` (an OmegaConf config)."""
+    """Raise :class:`UserError` for the first problem in ``cfg`` (an OmegaConf config); then fill
+    ``eval.resolutions=auto`` in ``cfg`` with the sizes it stands for (:func:`fill_resolutions`)."""
     plain = resolved(cfg)
     image = check_task(plain.get("task"))
     check_needed(plain, image)
@@ -73,11 +59,22 @@ def validate(cfg) -> None:
     plain["model"] = with_timm_geometry(plain, image)  # model=timm: its patch size, width, ... from timm
     if image:
         check_sizes(plain)
+        plain["eval"] = {**(plain.get("eval") or {}), "resolutions": eval_resolutions(plain)}  # auto: a list
         check_data_counts(plain)
         check_timm_checkpoint(plain)
     check_memory(plain, image)
     check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
     check_encoding(plain, image)
+    if image:
+        fill_resolutions(cfg, plain["eval"]["resolutions"])
+
+
+def fill_resolutions(cfg, sizes: list) -> None:
+    """``cfg.eval.resolutions = sizes`` where it is ``auto``: what the run then tests, and what its
+    saved config says it tested (a list given stays as written)."""
+    if isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == AUTO:
+        with read_write(cfg), open_dict(cfg):
+            cfg.eval.resolutions = sizes
 
 
 def resolved(cfg) -> dict:

@@ -13,6 +13,7 @@ from pathlib import Path
 from vitpos.data.folder import list_images
 from vitpos.data.options import POLICIES, Counts, check_image_data, check_size, check_split, counts_of
 from vitpos.errors import UserError
+from vitpos.sizes import default_resolutions
 
 
 def check_data_choices(data: dict) -> None:
@@ -37,23 +38,43 @@ def check_data_paths(data: dict, image: bool) -> None:
                 "data.root",
                 f"{path} has no {' or '.join(f'{s}/' for s in missing)} folder",
                 "an ImageFolder tree DIR/train/<class>/*.jpg and DIR/test/<class>/*.jpg; "
-                "the README's Install section says where to get one",
+                "the README's section 'Train on CIFAR-10' says where to get one",
             )
 
 
 # -------------------------------------------------------------------- sizes against the patches
+#: ``eval.resolutions``'s default: sizes around the training size that the model's patches tile
+AUTO = "auto"
+
+
 def check_sizes(c: dict) -> None:
     """:func:`check_image_data` with the model's patch size, then ``data.img_size`` and
     ``eval.resolutions``: sizes (a side or an ``[h, w]`` pair) ``model.patch_size`` tiles
-    (:func:`check_size`, the rule the data module runs too)."""
+    (:func:`check_size`, the rule the data module runs too). ``auto`` is tiled by construction
+    (:func:`eval_resolutions`); a list given is checked size by size."""
     patch = c["model"]["patch_size"]  # an integer >= 1 (vitpos.checks.options)
     check_image_data(c["data"], patch)
     check_size(c["data"].get("img_size"), "data.img_size", patch)
-    resolutions = c.get("eval", {}).get("resolutions") or []
+    resolutions = (c.get("eval") or {}).get("resolutions") or []
+    if resolutions == AUTO:
+        return
     if not isinstance(resolutions, list):
-        raise UserError("eval.resolutions", f"must be a list of sizes, got {resolutions!r}", "e.g. [16,[16,32],32]")
+        raise UserError(
+            "eval.resolutions", f"must be a list of sizes or {AUTO}, got {resolutions!r}", "e.g. [16,[16,32],32]"
+        )
     for i, r in enumerate(resolutions):
         check_size(r, f"eval.resolutions[{i}]", patch)
+
+
+def eval_resolutions(c: dict) -> list:
+    """The sizes ``eval.resolutions`` asks for (``c``: a checked config with the model's patch size,
+    a timm model's included): the list given, or for ``auto`` (the default)
+    :func:`vitpos.sizes.default_resolutions` of ``data.img_size`` and ``model.patch_size``, so the
+    default follows the patches (``[16, 24, 32, 40, 48, 64]`` for 4 px patches at 32 px)."""
+    resolutions = (c.get("eval") or {}).get("resolutions")
+    if resolutions == AUTO:
+        return default_resolutions(c["data"]["img_size"], int(c["model"]["patch_size"]))
+    return list(resolutions or [])
 
 
 # -------------------------------------------------------------------- sizes against the data set

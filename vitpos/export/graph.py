@@ -73,13 +73,6 @@ class Geometry:
         third = smaller if scope == "any size" and smaller != self.train else (2 * h, 2 * w)
         return [self.train, (h, 2 * w), third]
 
-    def in_scope(self, scope: str, size: tuple[int, int]) -> bool:
-        """Whether a graph of this range takes ``size``."""
-        low = self.lowest(scope)
-        if low is None:
-            return tuple(size) == self.train
-        return all(s >= lo and s % p == 0 for s, lo, p in zip(size, low, self.patch))
-
     def example(self, batch: int = 2, size: tuple[int, int] | None = None, seed: int = 0) -> torch.Tensor:
         """A seeded batch of normal noise images: what every check feeds both graphs."""
         h, w = size or self.train

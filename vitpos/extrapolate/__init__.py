@@ -13,6 +13,7 @@ from .evaluate import (
     metric_name,
     resampling_of,
     strategies_of,
+    use_test_subset,
 )
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "metric_name",
     "resampling_of",
     "strategies_of",
+    "use_test_subset",
 ]

@@ -19,15 +19,18 @@ import torch
 from omegaconf import OmegaConf
 
 from vitpos.cli import option, parse_options
+from vitpos.errors import UserError
 from vitpos.eval_memory import memory_problem
-from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name, resampling_of
+from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name, resampling_of, use_test_subset
+from vitpos.extrapolate.plot import plot_curves
 from vitpos.run.checkpoint import CheckpointError, find_checkpoints, task_kind
 from vitpos.runtime import resolve_precision
-from vitpos.sizes import MARKERS, as_hw, compact, equivalent_side, is_integer, orientation, plain_size, size_order
+from vitpos.sizes import as_hw, column_order, compact, is_integer, plain_size
 from vitpos.tables import frame_to_markdown
 from vitpos.tasks.build import from_checkpoint, load_plugin
 
 OPTION = {"res": "resolutions", "len": "lengths"}
+RUN = "run"  # test_subset=: the run's own eval.test_subset, as its training evaluated the other sizes
 
 
 @dataclass
@@ -40,19 +43,23 @@ class ExtrapolateOptions:
     pattern, expanded by the tool itself (bash does not expand patterns inside key=value); a
     pattern that matches nothing is refused. resolutions= applies to image checkpoints and
     lengths= to sequence ones (default: the run's own eval.resolutions / eval.lengths); an
-    option that does not apply to a checkpoint's task is refused for that checkpoint.
+    option that does not apply to a checkpoint's task is refused for that checkpoint. Each image
+    size is scored on the run's own eval.test_subset, the fixed, seeded test images its training
+    scored them on (so the numbers equal the ones printed after training); test_subset=N for
+    another count, test_subset=null for the whole test set.
 
-    Prints one table (rows: run and strategy; columns: sizes; accuracy in %) and writes
-    extrapolation.csv, extrapolation.md and extrapolation.png into out=, rewritten after every
-    size. A checkpoint that cannot be loaded or evaluated (corrupt, unsafe pickle, a size too
-    large for memory) is skipped, the others go on, and every failure is listed at the end
-    (exit code 1). Checkpoints are loaded with weights_only=True: a file that needs arbitrary
-    Python objects is refused.
+    Prints one table (rows: run and strategy; columns: the square sizes, then h x w ones; accuracy
+    in %) and writes extrapolation.csv (its test_images: how many each size scored),
+    extrapolation.md and extrapolation.png into out=, rewritten after every size. A checkpoint
+    that cannot be loaded or evaluated (corrupt, unsafe pickle, a size too large for memory) is
+    skipped, the others go on, and every failure is listed at the end (exit code 1). Checkpoints
+    are loaded with weights_only=True: a file that needs arbitrary Python objects is refused.
 
     Examples:
       python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt
       python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick resolutions=[32,48] strategies=default
       python -m vitpos.extrapolate ckpt=runs/seq_copy lengths=[32,128] out=extrapolation/seq_copy
+      python -m vitpos.extrapolate ckpt=runs/shapes test_subset=null   # every test image, at every size
     """
 
     ckpt: list[str] = option([], "a .ckpt file, a runs folder or a glob pattern", metavar="PATH",
@@ -62,6 +69,9 @@ class ExtrapolateOptions:
                                            default_text="the run's eval.resolutions")  # fmt: skip
     lengths: list[int] | None = option(None, "sequence lengths to test, in tokens", example="[32,128]",
                                        default_text="the run's eval.lengths")  # fmt: skip
+    test_subset: Any = option(RUN, "test images each image size scores: a fixed, seeded subset of this many "
+                              "(as in training); null: all", metavar="INT|null",
+                              default_text="the run's eval.test_subset", example="1000")  # fmt: skip
     strategies: Any = option("all", "all, default (the run's own), or a list such as [ntk,yarn]",
                              metavar="all|default|[NAME,...]")  # fmt: skip
     out: str = option("extrapolation", "the folder for extrapolation.csv, .md and .png", metavar="DIR")
@@ -119,11 +129,17 @@ def sizes_for(opts: ExtrapolateOptions, kind: str, cfg) -> list:
     return [plain_size(s) for s in sizes] if kind == "res" else sizes
 
 
-def check_memory(cfg, kind: str, sizes: list, datamodule, device: str) -> None:
+def test_subset_for(opts: ExtrapolateOptions, cfg) -> int | None:
+    """The test images each image size is scored on: ``test_subset=``, else the run's own
+    ``eval.test_subset`` (a run saved before the option existed scored all of them: None)."""
+    return (cfg.get("eval") or {}).get("test_subset") if opts.test_subset == RUN else opts.test_subset
+
+
+def check_memory(cfg, kind: str, sizes: list, num_test: int | None, device: str) -> None:
     """Refuse, before evaluating anything, a size whose evaluation would not fit in the memory free on
-    ``device`` (the one estimate and rule: :func:`vitpos.eval_memory.memory_problem`)."""
-    test = getattr(datamodule, "test", None)
-    num_test = len(test[0]) if kind == "res" and test is not None else int(cfg.data.get("num_length_test", 500))
+    ``device`` (the one estimate and rule: :func:`vitpos.eval_memory.memory_problem`); ``num_test``:
+    the test images each image size scores."""
+    num_test = num_test if kind == "res" else int(cfg.data.get("num_length_test", 500))
     problem = memory_problem(cfg, kind, [(OPTION[kind], size) for size in sizes], num_test, device)
     if problem is not None:
         raise SkipCheckpoint(str(problem))
@@ -136,7 +152,8 @@ def evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, write)
     module, cfg = module.to(opts.device), OmegaConf.create(plain)
     kind = task_kind(OmegaConf.to_container(cfg, resolve=True))
     sizes = sizes_for(opts, kind, cfg)
-    check_memory(cfg, kind, sizes, datamodule, opts.device)
+    images = use_test_subset(datamodule, test_subset_for(opts, cfg)) if kind == "res" else None
+    check_memory(cfg, kind, sizes, images, opts.device)
     strategies = choose_strategies(module.encoding, opts.strategies)
     default, label = module.encoding.strategy, checkpoint_label(path, root)
     # the precision trainer.precision=auto gives on this device (bf16 autocast where it is native): what a
@@ -152,7 +169,7 @@ def evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, write)
             resampling = resampling_of(datamodule, kind, size)
             acc = results[metric_name(kind, size, strategy, default, resampling)]
             row = {"run": label, "strategy": strategy, "kind": kind, "size": compact(size), "resampling": resampling}
-            rows.append({**row, "acc": acc})
+            rows.append({**row, "acc": acc, "test_images": images})
         write()
 
 
@@ -190,8 +207,8 @@ def write_outputs(rows: list[dict], out: Path, plot: bool = True) -> str:
     frame.to_csv(out / "extrapolation.csv", index=False)
     upsampled = frame.get("resampling", pd.Series("native", index=frame.index)) == "upsampled"
     frame["column"] = [f"{s} (upsampled)" if up else str(s) for s, up in zip(frame["size"], upsampled)]
-    firsts = frame.drop_duplicates("column")  # by pixels: a non-square size among the squares (16 16x32 24)
-    order = [c for _, c in sorted(zip(map(size_order, firsts["size"]), firsts["column"]))]
+    firsts = frame.drop_duplicates("column")  # the squares by side, then h x w by pixels (16 24 32 16x32 32x16)
+    order = [c for _, c in sorted(zip(map(column_order, firsts["size"]), firsts["column"]))]
     table = frame.pivot_table(index=["run", "strategy"], columns="column", values="acc", sort=False, dropna=False)
     table = table[order]
     frame = frame.drop(columns="column")
@@ -202,46 +219,6 @@ def write_outputs(rows: list[dict], out: Path, plot: bool = True) -> str:
     return text
 
 
-def plot_curves(frame, path: Path) -> None:
-    """Test accuracy (%) against size, a line per run and strategy. A non-square size sits at
-    ``sqrt(h w)``, the side of the square with as many pixels and tokens, as a triangle along its
-    long side (:data:`vitpos.sizes.MARKERS`) not joined to the line: the line through the square
-    sizes reads as it always did."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    frame = frame.assign(x=[equivalent_side(s) for s in frame["size"]], shape=[orientation(s) for s in frame["size"]])
-    for (run, strategy), part in frame.groupby(["run", "strategy"], sort=False):
-        part = part.sort_values("x")
-        flat = part[part["shape"] == "square"]
-        color = ax.plot(flat["x"], 100 * flat["acc"], marker="o", label=f"{run} ({strategy})")[0].get_color()
-        for shape, marker in MARKERS.items():
-            at = part[part["shape"] == shape]
-            if shape != "square":  # h x w at sqrt(h w), not joined to the line
-                ax.plot(at["x"], 100 * at["acc"], marker, color=color)
-            if "resampling" in at:  # upsampled sizes (no new detail): hollow markers
-                up = at[at["resampling"] == "upsampled"]
-                ax.plot(up["x"], 100 * up["acc"], marker, mfc="white", color=color)
-    kinds = set(frame["kind"])
-    xlabel = {"res": "test resolution (pixels)", "len": "test length (tokens)"}
-    ax.set_xlabel(xlabel[kinds.pop()] if len(kinds) == 1 else "test resolution (pixels) or length (tokens)")
-    ax.set_ylabel("test accuracy (%)")
-    notes = ["hollow markers: upsampled test images (larger grid, no new detail)"]
-    notes = notes if "resampling" in frame and (frame["resampling"] == "upsampled").any() else []
-    if (frame["shape"] != "square").any():
-        notes.append("triangles: h x w sizes (> wide, ^ tall), at sqrt(h w)")
-        names = frame.drop_duplicates("size").groupby("x")["size"].agg(lambda s: "\n".join(map(str, s)))
-        ax.set_xticks(names.index, names.tolist(), fontsize=7)
-    if notes:
-        ax.set_title("; ".join(notes), fontsize=8)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.savefig(path, dpi=120)
-
-
 def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv, ExtrapolateOptions, prog="python -m vitpos.extrapolate",
                          usage="ckpt=PATH [ckpt=PATH ...] [key=value ...]")  # fmt: skip
@@ -249,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         opts.strategies = [opts.strategies]  # one strategy by name
     for size in opts.resolutions or []:  # a malformed size is bad input (exit 2), before any checkpoint loads
         as_hw(size, "resolutions")
+    if opts.test_subset not in (RUN, None) and not (is_integer(opts.test_subset) and opts.test_subset > 0):
+        raise UserError("test_subset", f"must be a positive integer or null, got {opts.test_subset!r}",
+                        "e.g. test_subset=1000; test_subset=null scores every test image")  # fmt: skip
     load_plugin(opts.module)
     out = Path(opts.out)
     rows, failures = evaluate_checkpoints(opts, write=lambda rows: write_outputs(rows, out, plot=False))

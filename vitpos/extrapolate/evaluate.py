@@ -169,8 +169,7 @@ def evaluate_module(
         return {}
     strategies = choose_strategies(module.encoding, eval_cfg.get("strategies", "default"))
     max_batches = (eval_cfg or {}).get("max_batches") or max_batches
-    if hasattr(datamodule, "limit_extrapolation"):  # images: eval.test_subset (sequences have their own count)
-        datamodule.limit_extrapolation((eval_cfg or {}).get("test_subset"))
+    use_test_subset(datamodule, (eval_cfg or {}).get("test_subset"))
     sizes = [plain_size(s) for s in sizes] if kind == "res" else list(sizes)  # a side, or (h, w)
     timings: dict = {}
     results = evaluate_sizes(
@@ -179,6 +178,20 @@ def evaluate_module(
     if progress:  # one run at the console: where the evaluation's time went, and how to cut it
         print(timing_line(kind, timings, len(strategies), eval_cfg))
     return results
+
+
+def use_test_subset(datamodule, subset: int | None) -> int | None:
+    """Score the other image sizes on a fixed, seeded subset of at most ``subset`` test images
+    (``eval.test_subset``; None: all of them), the one rule for training's evaluation and
+    ``python -m vitpos.extrapolate``'s (the datamodule's ``limit_extrapolation``, seeded by
+    ``data.split_seed``: the same images in both). Returns how many test images each size scores,
+    None for a datamodule without images (sequences have their own count)."""
+    if not hasattr(datamodule, "limit_extrapolation"):
+        return None
+    datamodule.limit_extrapolation(subset)
+    test = getattr(datamodule, "test", None)
+    total = len(test[0]) if test is not None else subset
+    return total if subset is None or total is None else min(subset, total)
 
 
 def timing_line(kind: str, timings: dict, n_strategies: int, eval_cfg) -> str:

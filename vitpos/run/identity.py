@@ -240,24 +240,39 @@ def run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run.root) / str(cfg.run.group) / model_name(cfg) / name / f"seed{cfg.seed}"
 
 
-def next_commands(folder: Path, task: str, best: str | Path | None = None, module: str | None = None) -> str:
+#: ``eval.test_subset`` in configs/task/classification.yaml: the extrapolation command printed after
+#: training names the run's own value when it is another (:func:`next_commands`)
+TEST_SUBSET = 1000
+
+
+def next_commands(
+    folder: Path, task: str, best: str | Path | None = None, module: str | None = None, test_subset=TEST_SUBSET
+) -> str:
     """What to run next to look at the run in ``folder`` (printed at the end of training).
 
     The tools get ``best``, the checkpoint that ``test/acc`` scored, when there is one, so that
     their numbers match the ones printed at the end of training (``last.ckpt`` holds the last
-    epoch, which may differ)."""
+    epoch, which may differ); the extrapolation tool gets ``test_subset=``, the run's
+    ``eval.test_subset``, when it is not the default (the tool reads the run's own anyway: the
+    command says so where the reader would not expect it)."""
     runs = folder.parents[3] if len(folder.parents) > 3 else folder.parent
     group = folder.parents[2] if len(folder.parents) > 2 else folder.parent
     ckpt = Path(best) if best else folder / "checkpoints" / "last.ckpt"
     if ckpt.is_absolute() and not folder.is_absolute() and ckpt.is_relative_to(Path.cwd()):
         ckpt = ckpt.relative_to(Path.cwd())  # as the run folder is printed
     plugin = f" module={module}" if module else ""  # a plug-in: the tools load it only when told
+    subset = "" if task == "sequence" or test_subset == TEST_SUBSET else f" test_subset={_word(test_subset)}"
     lines = [
         "next:",
         f"  tensorboard --logdir {runs}",
         f"  python -m vitpos.compare runs={group} out={group}/report",
-        f"  python -m vitpos.extrapolate ckpt={ckpt}{plugin} out={folder}/extrapolation",
+        f"  python -m vitpos.extrapolate ckpt={ckpt}{plugin}{subset} out={folder}/extrapolation",
     ]
     if task != "sequence":
         lines.append(f"  python -m vitpos.viz ckpt={ckpt}{plugin} out={folder}/viz")
     return "\n".join(lines)
+
+
+def _word(value) -> str:
+    """A value as a ``key=value`` word: ``null`` for None."""
+    return "null" if value is None else str(value)

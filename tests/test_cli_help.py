@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import typing
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, run_command
@@ -28,9 +29,38 @@ def test_train_help_lists_encodings_by_kind(tmp_path):
     listed = lambda part: {m for m in re.findall(r"^    (\w+) ", part, re.M)}  # noqa: E731
     assert listed(images) == set(list_encodings(2))
     assert listed(sequences.split("==")[0]) == set(list_encodings(1))
-    for section in ("Run", "Encodings", "Compare encodings"):
+    for section in ("Quick start: two encodings, one table", "Train on CIFAR-10", "Add an encoding"):
         assert f'"{section}"' in text and f"## {section}" in (ROOT / "README.md").read_text()
+    assert "docs/running.md" in text and (ROOT / "docs" / "running.md").is_file()
     assert list(tmp_path.iterdir()) == []  # --help writes nothing (no outputs/)
+
+
+#: the keys ``python train.py --help`` lists under "Common keys", the ones a newcomer needs first
+COMMON_KEYS = ("encoding", "model", "data", "trainer.max_epochs", "trainer.precision", "seed", "eval.resolutions",
+               "eval.test_subset", "run.group", "run.root")  # fmt: skip
+
+
+def test_train_help_sweeps_offline_reads_cleanly_and_lists_the_common_keys(tmp_path):
+    """Every ``-m`` example in ``python train.py --help`` runs on the generated data (a sweep copied
+    from it never starts full CIFAR-10 runs), no word is doubled (the encoding list's
+    ``parabolas`` option once read "parabolas concave parabolas"), and the ten common keys are
+    listed with a meaning each, every one a key of the composed config."""
+    from conftest import compose_train
+    from omegaconf import OmegaConf
+
+    ran = run_command("train.py", "--help", cwd=tmp_path)
+    assert ran.code == 0, ran.err
+    text = ran.out
+    sweeps = [line for line in text.splitlines() if re.search(r"python train\.py\b.*\s-m\s", line)]
+    assert sweeps and all(re.search(r"\sdata=shapes\b", line) for line in sweeps), sweeps
+    assert "parabolas concave parabolas" not in text
+    assert not re.search(r"\b(\w+) \1\b", text), re.search(r".{30}\b(\w+) \1\b.{30}", text)
+    common = text.split("Common keys")[1].split("\n\n")[0].splitlines()[1:]
+    listed = {m.group(1): m.group(2) for m in (re.match(r" +([\w.]+)=\S+ +(\S.*)$", line) for line in common) if m}
+    assert tuple(listed) == COMMON_KEYS, common
+    cfg, missing = compose_train(), object()
+    for key in listed:
+        assert OmegaConf.select(cfg, key, default=missing) is not missing, f"--help lists {key}, not a config key"
 
 
 TOOLS = ["vitpos.compare", "vitpos.extrapolate", "vitpos.viz", "vitpos.export", "bench.run"]
@@ -159,15 +189,22 @@ def test_expand_paths(tmp_path):
 def test_quiet_console_and_next_commands(tmp_path):
     """Fewer than 10 lines before the first progress bar, no Hydra outputs/
     folder, the run's name in the bar, the commands to look next at the end;
-    the same command again (in process) finds the same folder."""
+    the same command again (in process) finds the same folder. Without a GPU (hidden here), one
+    line says so in place of Lightning's device lines and torch's CUDA_HOME note (which
+    torch.compile's import of cpp_extension prints when CUDA_HOME names a folder), and the bar
+    counts epochs from 1."""
     args = ["data=shapes", "model=vit_micro", "trainer.max_epochs=1", "data.num_train=256", "data.val_size=64"]
-    args += ["data.num_test=64", "eval.resolutions=[32]", f"run.root={tmp_path / 'runs'}"]
+    args += ["data.num_test=64", "eval.resolutions=[32]", "model.compile=true", f"run.root={tmp_path / 'runs'}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}  # stderr and stdout in the order printed
+    env |= {"CUDA_VISIBLE_DEVICES": "", "CUDA_HOME": str(tmp_path)}  # no GPU; a CUDA_HOME without a CUDA runtime
     proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=tmp_path, env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stdout
+    for noise in ("No CUDA runtime", "TPU available", "GPU available: False", "estimate number of stepping"):
+        assert noise not in proc.stdout, proc.stdout
+    assert len(re.findall(r"^no GPU: training on \d+ CPU threads?, \S+$", proc.stdout, re.M)) == 1, proc.stdout
     lines = proc.stdout.splitlines()
-    first_bar = next(i for i, line in enumerate(lines) if line.startswith("Epoch 0"))
+    first_bar = next(i for i, line in enumerate(lines) if line.startswith("Epoch 1/1"))
     assert first_bar < 10, "\n".join(lines[:first_bar])
     head = "\n".join(lines[: first_bar + 2])
     assert "v_num" not in head and "sincos_2d/seed0" in head and "litlogger" not in head and "LeafSpec" not in head
@@ -177,3 +214,68 @@ def test_quiet_console_and_next_commands(tmp_path):
         assert command in proc.stdout
     again = run_command("train.py", *args, cwd=tmp_path)
     assert again.code == 0 and f"run folder: {folder}" in again.err and "nothing trained" in again.out, again
+
+
+# ------------------------------------------------------------ the console of a run without a GPU
+def _shown(name: str, message: str) -> bool:
+    """Whether the logger ``name`` lets ``message`` through its filters."""
+    import logging
+
+    return bool(logging.getLogger(name).filter(logging.LogRecord(name, logging.INFO, __file__, 0, message, None, None)))
+
+
+def test_without_a_gpu_one_line_replaces_the_device_lines_and_real_warnings_stay(monkeypatch):
+    import logging
+
+    from vitpos.cli import console
+
+    for name in (*console.RANK_ZERO, "torch.utils.cpp_extension"):  # this process's filters come back afterwards
+        monkeypatch.setattr(logging.getLogger(name), "filters", list(logging.getLogger(name).filters))
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(console, "has_gpu", lambda: True)
+    assert console.device_line("bf16-mixed", 2) is None  # a GPU: Lightning's own lines name it, none dropped
+    assert _shown(console.RANK_ZERO[0], "GPU available: False, used: False")
+    monkeypatch.setattr(console, "has_gpu", lambda: False)
+    assert console.device_line("bf16-mixed", 2) == "no GPU: training on 2 CPU threads, bf16-mixed"
+    assert console.device_line("32-true", 1) == "no GPU: training on 1 CPU thread, 32-true"
+    console.quiet_console()
+    for name in console.RANK_ZERO:
+        for line in ("GPU available: False, used: False", "TPU available: False, using: 0 TPU cores",
+                     "HPU available: False, using: 0 HPUs", "Using bfloat16 Automatic Mixed Precision (AMP)",
+                     "Loading `train_dataloader` to estimate number of stepping batches."):  # fmt: skip
+            assert not _shown(name, line), (name, line)
+        for line in ("The number of training batches (2) is smaller than the logging interval",
+                     "`Trainer.fit` stopped: `max_epochs=1` reached.", "GPU available but not used."):  # fmt: skip
+            assert _shown(name, line), (name, line)
+    assert not _shown("torch.utils.cpp_extension", "No CUDA runtime is found, using CUDA_HOME='/usr/local'")
+    assert _shown("torch.utils.cpp_extension", "Error building extension 'fused'")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert console.device_line("bf16-mixed", 2) is None  # a run's second process: the first one said it
+
+
+def test_the_bar_counts_epochs_from_one_as_every_message_does(monkeypatch):
+    """Lightning's bar says ``Epoch 0/2`` in the first of 3 epochs; ours says ``Epoch 1/3``, as the
+    epoch lines and the interruption line do (Rich's bar, and tqdm's where Rich is missing)."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.callbacks.progress import rich_progress
+
+    from vitpos.callbacks import LastCheckpoint
+    from vitpos.cli.console import epoch_name, progress_bar
+
+    assert (epoch_name(0, 3), epoch_name(2, 3), epoch_name(4, -1)) == ("Epoch 1/3", "Epoch 3/3", "Epoch 5")
+    assert LastCheckpoint(Path("/nonexistent/last.ckpt")).interrupted_message(0).startswith(
+        "interrupted during epoch 1;")  # fmt: skip
+    trainer = SimpleNamespace(max_epochs=3, current_epoch=0, num_training_batches=5)
+    if rich_progress._RICH_AVAILABLE:
+        bar = progress_bar("sincos_2d/seed0")
+        bar._trainer = trainer
+        assert bar._get_train_description(0).strip() == "Epoch 1/3"
+    monkeypatch.setattr(rich_progress, "_RICH_AVAILABLE", False)
+    bar = progress_bar("sincos_2d/seed0")
+    bar._trainer = trainer
+    said = []
+    bar._train_progress_bar = SimpleNamespace(reset=lambda: None, set_description=said.append)
+    bar.on_train_epoch_start(trainer, None)
+    assert said[-1] == "Epoch 1/3", said

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -110,7 +111,7 @@ def test_markdown_in_percent_with_seed_counts(report, runs):
     assert "66.0 ± — (1)" in rows["`cpe`"] and " one seed " in rows["`cpe`"]  # no interval of its own
     assert "Not distinguishable from the best test/acc (`rope_2d`) at 95%" in md and "Holm" in md
     assert list(rows) == ["`rope_2d`", "`sincos_2d`", "`cpe`"]  # best test/acc first
-    assert "`cifar10/learned_1d/seed0`: **incomplete**: no test/acc; last epoch 1" in md
+    assert "`cifar10/learned_1d/seed0`: **incomplete**: no test/acc; last epoch 2" in md  # counted from 1
     assert "acc_vs_length.png not drawn" in md
 
 
@@ -297,7 +298,8 @@ def test_multirun_folder_as_runs_dir_reports_its_jobs_runs(tmp_path):
     assert jobs["0"].error is None and jobs["0"].run is not None
     assert "encoding.strategy" in jobs["1"].error and "bogus" in jobs["1"].error and jobs["1"].run is None
     assert list(groups["test/acc_mean"]) == [pytest.approx(0.55)]  # the job's run, found through its config
-    assert "1 sweep jobs failed before their run folder existed" in result.report
+    assert "None: the one run is complete. 1 sweep job failed before its run folder existed" in result.report
+    assert "2 jobs, 1 failed:" in result.report
 
 
 def test_stray_event_files_higher_up_are_a_run_and_hide_nothing(tmp_path):
@@ -334,6 +336,20 @@ def test_the_budget_names_the_resolution_protocol_and_a_progressive_schedule():
                                   "trainer": {"max_epochs": 4, "precision": "32"}}).columns()  # fmt: skip
     assert (columns["train_sizes"], columns["size_epochs"], columns["epochs"], columns["precision"]) == (
         "16/32", "3/1", 4, "32")  # fmt: skip
+
+    # the images that trained, the validation split held out of them, the epochs in the right number
+    shapes = {"data": {"name": "shapes", "num_train": 20000, "val_size": 2000}, "trainer": {"max_epochs": 1}}
+    assert Protocol.of_config(shapes).budget() == "shapes, 18,000 train (2,000 val) × 1 epoch"
+    shapes["data"]["train_subset"] = 6000
+    assert Protocol.of_config(shapes).budget() == "shapes, 6,000 train (2,000 val) × 1 epoch"
+    assert budget(val_size=5000) == "cifar10, full train set (5,000 val) × 12 epochs"
+    assert budget(val_size=5000, train_subset=6000, num_train=20000) == "cifar10, 6,000 train (5,000 val) × 12 epochs"
+    sequence = {"data": {"name": "seq_copy", "num_train": 8000, "num_val": 1000}, "trainer": {"max_epochs": 5}}
+    assert Protocol.of_config(sequence).budget() == "seq_copy, 8,000 train (1,000 val) × 5 epochs"  # val on top
+    shapes["trainer"] |= {"limit_train_batches": 2, "limit_val_batches": 1.0, "limit_test_batches": 1}
+    limited = Protocol.of_config(shapes)  # part of those images only: said, and a section of its own
+    assert limited.budget() == "shapes, 6,000 train (2,000 val) × 1 epoch, limit_train_batches=2, limit_test_batches=1"
+    assert Protocol.from_columns({k: "" if v is None else str(v) for k, v in limited.columns().items()}) == limited
 
     sizes = {"train_sizes": [16, 24, 32]}
     assert budget() == "cifar10, full train set × 12 epochs"
@@ -377,3 +393,79 @@ def test_each_protocol_gets_its_own_plot_panel_and_upsampled_sizes_are_marked(tm
     assert [t.get_text() for t in first.get_xticklabels()] == ["32", "64\n(upsampled)"]
     assert [t.get_text() for t in second.get_xticklabels()] == ["32"]
     assert plot_extrapolation(groups, "len", tmp_path / "len.png") == []  # nothing logged: no plot
+
+
+# the sizes python train.py data=shapes evaluates by default (0.5-2x its 32 px) and the two of 16x32 px
+SHAPES_SIZES = {"16": 0.40, "24": 0.60, "32": 0.70, "40": 0.60, "48": 0.50, "64": 0.40, "16x32": 0.55, "32x16": 0.52}
+
+
+@pytest.fixture(scope="module")
+def shapes_report(tmp_path_factory):
+    """Three runs of ``python train.py data=shapes model=vit_micro trainer.max_epochs=1`` (two
+    seeds of rope_2d, one of sincos_2d), each with its saved config and the accuracies beyond 32 px;
+    the report of them, its resolution figure kept (not only saved)."""
+    from matplotlib.figure import Figure
+
+    root = tmp_path_factory.mktemp("shapes_runs")
+    cfg = {"data": {"name": "shapes", "num_train": 20000, "val_size": 2000, "img_size": 32},
+           "trainer": {"max_epochs": 1}, "run": {"group": "shapes", "model": "vit_micro"}}  # fmt: skip
+    for label, seed, shift in (("rope_2d-aaaaaa", 0, 0.0), ("rope_2d-aaaaaa", 1, 0.02), ("sincos_2d-bbbbbb", 0, -0.1)):
+        final = {"test/acc": 0.7 + shift, **{f"test/acc@res{s}": a + shift for s, a in SHAPES_SIZES.items()}}
+        write_run(root / "shapes" / "vit_micro" / label / f"seed{seed}", [0.6], final, 1, {"cfg": cfg})
+    drawn, save = {}, Figure.savefig
+
+    def keep(fig, path, **kw):
+        drawn[Path(path).name] = fig
+        save(fig, path, **kw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Figure, "savefig", keep)
+        result = compare(root, root / "report")
+    return result, drawn["acc_vs_resolution.png"]
+
+
+def test_the_report_says_what_trained_and_counts_in_words(shapes_report):
+    """20,000 shapes are generated and 2,000 of them validate: the budget says the 18,000 that
+    trained, the 2,000 that validated and "1 epoch"; every count agrees with its noun."""
+    md = shapes_report[0].report
+    assert "## shapes · model `vit_micro` · shapes, 18,000 train (2,000 val) × 1 epoch\n" in md
+    assert "20,000" not in md
+    assert not re.search(r"\b1 (epochs|runs|seeds|jobs|degrees)\b", md), md
+    assert "pooled seed std 1.41 points on 1 degree of freedom." in md
+    assert "None: all 3 runs are complete." in md
+
+
+def test_report_columns_hold_the_squares_first_then_wide_before_tall(shapes_report):
+    result, _ = shapes_report
+    order = ["16", "24", "32", "40", "48", "64", "16x32", "32x16"]
+    header, rows = rows_of(result.report, "#### test/acc vs resolution (pixels): each encoding's default strategy")
+    assert header == "| label | " + " | ".join(order) + " |"
+    assert list(rows) == ["`rope_2d`", "`sincos_2d`"]
+    csv = (result.out / "report.csv").read_text().splitlines()[0].split(",")
+    assert [c.removeprefix("test/acc@res").removesuffix("_mean") for c in csv if c.startswith("test/acc@res")
+            and c.endswith("_mean")] == order  # fmt: skip
+
+
+def test_the_resolution_plot_has_a_title_ticks_at_the_tested_sizes_and_explains_its_markers(shapes_report):
+    """Ticks at the tested sizes and nowhere else: the squares' names on the first row, the
+    non-square ones' (16x32 and 32x16 share sqrt(512) = 22.6) on a row below, so that none prints
+    over its neighbour (``24``); the triangles of the non-square sizes are named in the legend."""
+    import itertools
+
+    from vitpos.compare.plots import SHAPE_LEGEND
+
+    _, figure = shapes_report
+    assert figure._suptitle.get_text() == "test accuracy vs resolution (pixels): mean ± std over seeds"
+    (ax,) = figure.axes
+    assert ax.get_title() == "shapes · model vit_micro\nshapes, 18,000 train (2,000 val) × 1 epoch"
+    assert list(ax.get_xticks()) == [16, 24, 32, 40, 48, 64] and list(ax.get_xticks(minor=True)) == [
+        pytest.approx(512**0.5)]  # fmt: skip
+    names = [t.get_text() for t in ax.get_xticklabels()], [t.get_text() for t in ax.get_xticklabels(minor=True)]
+    assert names == (["16", "24", "32", "40", "48", "64"], ["16x32\n32x16"])
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    labels = ax.get_xticklabels() + ax.get_xticklabels(minor=True)
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in labels]
+    assert not [(a, b) for (a, box), (b, other) in itertools.combinations(boxes, 2) if box.overlaps(other)]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["rope_2d", "sincos_2d", SHAPE_LEGEND["wide"], SHAPE_LEGEND["tall"]]

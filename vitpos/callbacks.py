@@ -189,7 +189,7 @@ class DivergenceGuard(L.Callback):
 
     def _fail(self, what: str, trainer: L.Trainer) -> None:
         raise DivergenceError(
-            f"training diverged: {what} at epoch {trainer.current_epoch}, step {trainer.global_step}. "
+            f"training diverged: {what} at epoch {trainer.current_epoch + 1}, step {trainer.global_step}. "
             f"Likely cause: {self.hint}"
         )
 

@@ -31,7 +31,7 @@ from vitpos.callbacks import (
     PicturesCallback,
     divergence_hint,
 )
-from vitpos.cli import progress_bar, quiet_console, quiet_side_by_side, summary_line
+from vitpos.cli import device_line, progress_bar, quiet_console, quiet_side_by_side, summary_line
 from vitpos.encodings.plugins import load_named
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import UPSAMPLED, evaluate_module, metric_name
@@ -99,6 +99,8 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
         callbacks.append(PicturesCallback(cfg.task.get("pictures_every_n_epochs", 0)))
     trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
     trainer_opts["precision"] = trainer_precision(trainer_opts)  # auto: bf16-mixed where native (vitpos/runtime.py)
+    if no_gpu := device_line(trainer_opts["precision"]):  # without a GPU: one line for Lightning's GPU/TPU lines
+        log.info(no_gpu)
     # the datamodules shard evaluation over DDP ranks themselves, without the
     # padding DistributedSampler adds, so DDP metrics equal one process's exactly
     trainer_opts["use_distributed_sampler"] = False
@@ -241,7 +243,8 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         )
     if launcher_workers() == 1:  # joblib's side by side: the sweep's end line per job says it (vitpos/run/sweep.py)
         print(format_metrics(metrics, out))
-        print(next_commands(out, str(cfg.task.name), best, cfg.encoding.get("module")))
+        subset = (cfg.get("eval") or {}).get("test_subset")
+        print(next_commands(out, str(cfg.task.name), best, cfg.encoding.get("module"), subset))
     return metrics
 
 

@@ -6,11 +6,13 @@
 - :mod:`vitpos.cli.hydra_errors`: Hydra's composition errors of ``train.py`` as one
   line (:func:`override_error`);
 - :mod:`vitpos.cli.console`: what a command prints (:func:`run_main`: a user error
-  as one line, exit code 2; the quiet training console and its progress bar).
+  as one line, exit code 2; the quiet training console, its one line on a machine
+  without a GPU and its progress bar).
 """
 
 from vitpos.cli.console import (
     KNOWN_WARNINGS,
+    device_line,
     progress_bar,
     quiet_console,
     quiet_side_by_side,
@@ -23,6 +25,7 @@ from vitpos.cli.options import HELP_WORDS, expand_paths, help_text, option, pars
 __all__ = [
     "HELP_WORDS",
     "KNOWN_WARNINGS",
+    "device_line",
     "expand_paths",
     "help_text",
     "option",

@@ -17,11 +17,16 @@ import re
 import pandas as pd
 
 from vitpos.compare.stats import METHOD, Group, pooled, shares_group
-from vitpos.sizes import size_order
+from vitpos.sizes import column_order
 from vitpos.tables import EXTRAP, markdown_table
 
 HASH = re.compile(r"-[0-9a-f]{6}$")  # the config hash of a run folder name (vitpos.run.identity)
 KIND_TITLE = {"res": "resolution (pixels)", "len": "sequence length (tokens)"}
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` in the number ``n`` asks for: "1 epoch", "2 epochs", "20,000 runs"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def fmt(mean: float, std: float, seeds: int) -> str:
@@ -100,7 +105,7 @@ def tied_sentence(groups: pd.DataFrame, names: dict[str, str]) -> list[str]:
     )
     return [
         head + what + ". Rows sharing a letter in **group** are not distinguishable from each other. "
-        f"Method: {METHOD}; pooled seed std {100 * spread:.2f} points on {df} degrees of freedom.",
+        f"Method: {METHOD}; pooled seed std {100 * spread:.2f} points on {counted(df, 'degree')} of freedom.",
         "",
     ]
 
@@ -110,13 +115,13 @@ def fmt_minutes(minutes: float) -> str:
 
 
 def strategy_tables(groups: pd.DataFrame, names: dict[str, str], kind: str) -> list[str]:
-    """One Markdown table per strategy: rows the labels that have it, columns the sizes (a
-    non-square one, ``16x32``, a column of its own, in order of pixels)."""
+    """One Markdown table per strategy: rows the labels that have it, columns the sizes (the
+    squares by side, then each non-square one, ``16x32``, in a column of its own: :func:`column_order`)."""
     found: dict[str, dict[tuple, str]] = {}  # strategy -> (size order, size name, "" | " (upsampled)") -> column
     for c in groups.columns:
         m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
         if m and m.group(1) == kind and groups[c].notna().any():
-            size = (size_order(m.group(2)), m.group(2), " (upsampled)" if m.group(3) else "")
+            size = (column_order(m.group(2)), m.group(2), " (upsampled)" if m.group(3) else "")
             found.setdefault(m.group(4) or "", {})[size] = c.removesuffix("_mean")
     parts = []
     for strategy in sorted(found, key=lambda s: (s != "", s)):
@@ -143,13 +148,24 @@ def section_title(task: str, model: str, budget: str, plain: bool = False) -> st
     return ("\n" if plain else " · ").join(p for p in (head, budget) if p)
 
 
+def all_complete(runs: int, lost: list) -> str:
+    """The line under "Incomplete, diverged or failed runs" when there are none; ``lost``: the sweep
+    jobs that failed before their run folder existed."""
+    text = "None: the one run is complete." if runs == 1 else f"None: all {counted(runs, 'run')} are complete."
+    if lost:
+        text += f" {counted(len(lost), 'sweep job')} failed before {'its' if len(lost) == 1 else 'their'} run folder"
+        text += " existed: see below."
+    return text
+
+
 def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, jobs: list, notes: list[str]) -> str:
     parts = [
         "# Results",
         "",
         "Accuracy in %: mean ± std over the complete seeds (std with ddof=1; — for a single seed), "
         "(n) the number of seeds; the 95% interval and the groups come from the seeds' variance pooled over the "
-        "section (vitpos/compare/stats.py). Runs whose model or training budget differ are in separate sections.",
+        "section (vitpos/compare/stats.py). Runs whose model or training budget differ are in separate sections; "
+        "a budget names the examples trained on, the validation examples (val) and the epochs.",
     ]
     keys = ["task", "model", "budget"]
     sections = rows[keys].drop_duplicates().sort_values(keys).itertuples(index=False)
@@ -167,14 +183,11 @@ def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, jobs: list, notes:
     bad = rows[~rows["complete"].astype(bool)].sort_values(["task", "label", "path"])
     parts += ["", "## Incomplete, diverged or failed runs", ""]
     lost = [j for j in jobs if j.error and j.run is None]
-    parts += [f"- `{r.path}`: **{r.status}**: {r.reason}" for r in bad.itertuples()] or [
-        f"None: all {len(rows)} runs are complete."
-        + (f" {len(lost)} sweep jobs failed before their run folder existed: see below." if lost else "")
-    ]
+    parts += [f"- `{r.path}`: **{r.status}**: {r.reason}" for r in bad.itertuples()] or [all_complete(len(rows), lost)]
     if jobs:
         failed = [j for j in jobs if j.error]
         parts += ["", "## Sweep jobs (Hydra multirun)", "",
-                  f"{len(jobs)} jobs, {len(failed)} failed" + (":" if failed else ".")]  # fmt: skip
+                  f"{counted(len(jobs), 'job')}, {len(failed)} failed" + (":" if failed else ".")]  # fmt: skip
         parts += [""] if failed else []
         parts += [f"- `{j.path}` (`{' '.join(j.overrides)}`): {j.error}" for j in failed]
     return "\n".join(parts + ([""] + notes if notes else []) + [""])

@@ -17,7 +17,7 @@ from vitpos.compare.protocol import COLUMNS as PROTOCOL
 from vitpos.compare.read import Job, Run, find_jobs, find_param_count, find_runs, read_run, runs_of_jobs
 from vitpos.compare.report import markdown_report
 from vitpos.compare.stats import Group, analyse
-from vitpos.sizes import size_order
+from vitpos.sizes import column_order
 from vitpos.tables import EXTRAP
 
 
@@ -77,7 +77,7 @@ def summarize(run: Run) -> dict:
         row["status"] = "incomplete"
         row["reason"] = (
             f"status {status['status']!r} in metrics.json" if status.get("status") not in (None, "complete")
-            else f"no test/acc; last epoch {int(epoch)}" if epoch is not None
+            else f"no test/acc; last epoch {int(epoch) + 1}" if epoch is not None  # logged from 0, said from 1
             else f"no test/acc; last step {max(steps)}" if steps else "no test/acc"
         )  # fmt: skip
     row["complete"] = row["status"] == "complete"
@@ -85,11 +85,11 @@ def summarize(run: Run) -> dict:
 
 
 def metric_order(name: str) -> tuple:
-    """Sort key: val, test/acc, test/loss, acc@res by size (in pixels: 16, 16x32, 24), acc@len by
-    length, the rest."""
+    """Sort key: val, test/acc, test/loss, acc@res by size (as the report's columns: the squares,
+    then the others, 16, 24, 32, 16x32), acc@len by length, the rest."""
     m = EXTRAP.match(name)
     if m:
-        return (2 if m.group(1) == "res" else 3, size_order(m.group(2)), m.group(4) or "")
+        return (2 if m.group(1) == "res" else 3, column_order(m.group(2)), m.group(4) or "")
     fixed = ["val/acc_best", "val/acc_final", "test/acc", "test/acc_raw", "test/loss", "time/fit_min", "time/eval_min"]
     return (0, (fixed.index(name),), "") if name in fixed else (4, (0,), name)
 

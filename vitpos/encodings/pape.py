@@ -130,7 +130,7 @@ def _uniform(shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
 
 @register
 class PaPE(_Parabolic):
-    """Parabolic position encoding: per block and head, ``parabolas`` concave parabolas
+    """Parabolic position encoding: concave parabolas per block and head (``parabolas`` of them)
     over learned directions of the relative position, curvature and tilt from the
     query's content. See the module docstring.
 

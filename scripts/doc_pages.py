@@ -18,7 +18,14 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .doc_tables import aspect_table, comparison_headline, lever_table, multires_vs_single, native_headline
+from .doc_tables import (
+    aspect_table,
+    comparison_headline,
+    comparison_top,
+    lever_table,
+    multires_vs_single,
+    native_headline,
+)
 from .report_rows import RESULTS, ROOT, read_csv, read_report
 
 #: the pages that may quote generated tables
@@ -41,6 +48,10 @@ TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
     "extrapolation_native/multires": ("extrapolation_native", lambda folder: multires_vs_single(read_report(folder))),
     "extrapolation_aspect/aspect": ("extrapolation_aspect", lambda folder: aspect_table(read_report(folder))),
     "cifar10_full/headline": ("cifar10_full", _comparison_headline_of),
+    "cifar10_full/top": (
+        "cifar10_full",
+        lambda folder: comparison_top(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
+    ),
     "cifar10_full_e11/headline": ("cifar10_full_e11", _comparison_headline_of),
     "cifar10_full_13ep/headline": ("cifar10_full_13ep", _comparison_headline_of),
     "recipe_levers/levers": ("recipe_levers", _levers_of("base")),

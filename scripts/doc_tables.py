@@ -170,6 +170,22 @@ def comparison_headline(report: list[dict[str, str]], runs: list[dict[str, str]]
     return markdown_table(header, table)
 
 
+def comparison_top(report: list[dict[str, str]], runs: list[dict[str, str]], top: int = 5) -> str:
+    """The README's short form of :func:`comparison_headline`: its ``top`` best rows and the
+    ``none`` row (the floor every position encoding is measured against), with the columns a
+    newcomer reads first: test accuracy, its 95% interval and its group."""
+    lines = comparison_headline(report, runs).splitlines()
+    header, body = lines[:2], lines[2:]
+    keep = [*body[:top], *(line for line in body[top:] if line.startswith("| `none` |"))]
+    columns = [0, 2, 3, 4]  # encoding, test acc, 95% interval, group
+
+    def cut(line: str) -> str:
+        cells = line.strip().strip("|").split("|")
+        return "| " + " | ".join(cells[i].strip() for i in columns) + " |"
+
+    return "\n".join(cut(line) for line in [*header, *keep])
+
+
 def lever_training(row: dict) -> str:
     """A lever row's training: ``12 epochs at 16-32 px (7/3/2)`` (the train sizes when not the
     native one, the epochs per size of a progressive schedule), ``-`` without an epoch count."""

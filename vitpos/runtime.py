@@ -5,7 +5,7 @@ and on a CPU with native bfloat16 matmuls (AVX512-BF16 or AMX); ``32-true``
 elsewhere. On a CPU without native bf16 the emulated kernels are slower than
 float32, so autocast would cost time, not save it. Measured on an AVX512-BF16
 EPYC, a ViT step under CPU autocast runs at ~1.4x float32, and a
-short CIFAR-10 training reaches the float32 accuracy (README: Performance).
+short CIFAR-10 training reaches the float32 accuracy (docs/performance.md).
 
 threads ``auto``: ``torch`` threads = usable cores / concurrent jobs, where
 the job count comes from the Hydra joblib launcher (``hydra.launcher.n_jobs``)

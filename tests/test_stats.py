@@ -90,3 +90,24 @@ def test_group_codes_past_z_share_only_whole_letters():
 
     assert shares_group("ab", "bc") and not shares_group("a", "c")
     assert not shares_group("[26]", "[27]") and shares_group("[26][27]", "[27]") and not shares_group("", "a")
+
+
+def test_an_accuracy_interval_stops_at_zero_and_one():
+    """A run at 100% with seed noise elsewhere: the interval of an accuracy (a fraction) is clipped
+    to [0, 1], never 98.6-101.4%; the group letters are unchanged."""
+    import pandas as pd
+
+    from vitpos.compare.summary import add_statistics
+
+    rows = pd.DataFrame(
+        [
+            {"task": "t", "model": "m", "budget": "b", "label": "top", "seeds": 2,
+             "test/acc_mean": 1.0, "test/acc_std": 0.0},
+            {"task": "t", "model": "m", "budget": "b", "label": "floor", "seeds": 2,
+             "test/acc_mean": 0.01, "test/acc_std": 0.02},
+        ]
+    )  # fmt: skip
+    out = add_statistics(rows).set_index("label")
+    assert out.loc["top", "test/acc_ci_high"] == 1.0 and out.loc["top", "test/acc_ci_low"] < 1.0
+    assert out.loc["floor", "test/acc_ci_low"] == 0.0 and out.loc["floor", "test/acc_ci_high"] > 0.0
+    assert out.loc["top", "test/acc_group"] != out.loc["floor", "test/acc_group"]

@@ -136,6 +136,8 @@ def add_statistics(groups: pd.DataFrame, metric: str = "test/acc") -> pd.DataFra
                                int(r["seeds"])) for _, r in sel.iterrows()])  # fmt: skip
         for index, row in sel.iterrows():
             interval = stats.interval.get(row["label"])
+            if interval and "acc" in metric:  # an accuracy is a fraction: its interval stops at 0 and 1
+                interval = (max(interval[0], 0.0), min(interval[1], 1.0))
             groups.loc[index, [f"{metric}_ci_low", f"{metric}_ci_high"]] = interval if interval else (None, None)
             groups.loc[index, f"{metric}_group"] = stats.letters.get(row["label"], "")
     return groups

@@ -18,6 +18,7 @@ coordinates, the pairs are (i, i + Dh/2) (``layout=half``), directions are drawn
 ``heads * Dh/2`` points in head-major order. Here the table is the same for every block,
 cached per grid; the class token is not rotated; ``interpolate`` rescales the positions to
 the training extent (as RoPE-Mixed's), ``extrapolate`` keeps them.
+Provenance and checks: docs/encodings.md#golden-gate-rope.
 """
 
 from __future__ import annotations

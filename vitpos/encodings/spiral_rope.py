@@ -20,7 +20,7 @@ here is exact on any h x w grid. On 14 x 14 patches (head dim 64) the angle betw
 agrees to 1.9e-6 rad where the turned map stays on the grid and differs by up to 2.55 rad in the
 corners (tests/test_spiral_rope.py). That code always interpolates (``strategy=interpolate
 align=ratio`` here; the default extrapolates, as the other RoPE); its ``truncate_percentage`` t is
-``rotate_fraction`` 1 - t.
+``rotate_fraction`` 1 - t. Provenance and checks: docs/encodings.md#spiral-rope
 """
 
 from __future__ import annotations

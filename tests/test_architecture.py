@@ -165,29 +165,6 @@ def test_the_allowed_imports_point_one_way():
     assert cycle is None, "the table of allowed imports has a cycle: " + " -> ".join(cycle)
 
 
-# Small files with one job each: a module over MAX_MODULE_LINES is two jobs, unless it is pure math
-# (the formulas of the encodings, one function per formula); a function over MAX_FUNCTION_LINES
-# (signature and docstring included) is two steps.
-MAX_MODULE_LINES, MAX_FUNCTION_LINES = 300, 60
-PURE_MATH = {"vitpos/encodings/functional.py"}
-
-
-def test_no_module_or_function_is_too_long_to_live_in():
-    import ast
-
-    too_long = []
-    for path in sorted((ROOT / "vitpos").rglob("*.py")):
-        name, text = path.relative_to(ROOT).as_posix(), path.read_text()
-        if name not in PURE_MATH and len(text.splitlines()) > MAX_MODULE_LINES:
-            too_long.append(f"{name}: {len(text.splitlines())} lines")
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                lines = node.end_lineno - (node.decorator_list[0].lineno if node.decorator_list else node.lineno) + 1
-                if lines > MAX_FUNCTION_LINES:
-                    too_long.append(f"{name}:{node.lineno} {node.name}(): {lines} lines")
-    assert not too_long, "split these: " + "; ".join(too_long)
-
-
 # A reference to a tracker entry by its number means nothing to a reader of the code: say what the code does.
 TRACKER_REFERENCE = re.compile(r"\bissues? #?\d", flags=re.I)
 #: a speed figure: a time in ms/µs or "Nx faster/slower" (figures go stale: docs/performance.md holds them)

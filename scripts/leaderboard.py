@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from vitpos.compare.stats import METHOD, shares_group  # noqa: E402
+from vitpos.metrics import metric_name  # noqa: E402
 from vitpos.tables import markdown_table  # noqa: E402
 
 from .report_rows import RESULTS, encoding_of, read_csv  # noqa: E402
@@ -33,6 +34,11 @@ SOURCES = {"full": "cifar10_full", "native": "extrapolation_native", "aspect": "
 def _number(row: dict, column: str) -> float:
     value = row.get(column)
     return float(value) if value not in (None, "") else math.nan
+
+
+def _at(row: dict, size: int | str) -> float:
+    """The mean accuracy of a report row at the image ``size`` (``32``, ``"16x32"``), default strategy."""
+    return _number(row, metric_name("res", size) + "_mean")
 
 
 def _by_encoding(rows: list[dict]) -> dict[str, dict]:
@@ -55,7 +61,7 @@ def leaderboard_rows(results: Path = RESULTS) -> list[dict]:
     out = []
     for name, row in full.items():
         nat, asp = native.get(name, {}), aspect.get(name, {})
-        wide = [_number(aspect.get(name, {}), f"test/acc@res{s}_mean") for s in ("16x32", "32x16")]
+        wide = [_at(asp, s) for s in ("16x32", "32x16")]
         out.append({
             "encoding": name,
             "acc": 100 * _number(row, "test/acc_mean"),
@@ -64,8 +70,8 @@ def leaderboard_rows(results: Path = RESULTS) -> list[dict]:
             "low": 100 * _number(row, "test/acc_ci_low"),
             "high": 100 * _number(row, "test/acc_ci_high"),
             "group": row.get("test/acc_group") or "",
-            "native": _number(nat, "test/acc@res32_mean") / _number(nat, "test/acc@res16_mean"),
-            "aspect": sum(wide) / 2 / _number(asp, "test/acc@res16_mean"),
+            "native": _at(nat, 32) / _at(nat, 16),
+            "aspect": sum(wide) / 2 / _at(asp, 16),
             "params": _number(row, "params_mean") - base_params,
             "step": _number(cost.get(name, {}), "x_rope_2d"),
         })  # fmt: skip

@@ -18,8 +18,8 @@ from vitpos.compare.protocol import Protocol
 from vitpos.compare.read import find_runs
 from vitpos.compare.report import HASH
 from vitpos.compare.summary import KEYS
+from vitpos.metrics import parse_metric
 from vitpos.sizes import compact, parse_name, size_order
-from vitpos.tables import EXTRAP
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -90,9 +90,9 @@ def _resolution_means(row: dict[str, str]):
     ``test/acc@res<size>[up][/<strategy>]_mean`` column of one report row; a size is a side, or
     ``"16x32"`` for a non-square one (:func:`vitpos.sizes.compact`)."""
     for column, value in row.items():
-        match = EXTRAP.match(column.removesuffix("_mean")) if column.endswith("_mean") and value else None
-        if match and match[1] == "res":
-            yield compact(parse_name(match[2])), bool(match[3]), match[4], 100 * float(value)
+        match = parse_metric(column.removesuffix("_mean")) if column.endswith("_mean") and value else None
+        if match and match.stat == "acc" and match.kind == "res":
+            yield compact(parse_name(match.size)), match.upsampled, match.strategy, 100 * float(value)
 
 
 def accuracies(row: dict[str, str]) -> dict[tuple[int | str, str | None], float]:

@@ -1,22 +1,17 @@
 """The Markdown tables of ``vitpos``: the one table helper, and the two tables of one run's
 numbers that training logs to TensorBoard's TEXT tab.
 
-It imports only :mod:`vitpos.sizes` (which imports only :mod:`vitpos.errors`), so every layer
-may use it: the reports of ``vitpos.compare``, the tables of ``vitpos.extrapolate``,
+It imports only :mod:`vitpos.metrics` and :mod:`vitpos.sizes` (below them, only :mod:`vitpos.errors`),
+so every layer may use it: the reports of ``vitpos.compare``, the tables of ``vitpos.extrapolate``,
 ``vitpos.train`` and the benchmarks. No extra dependency (pandas' ``to_markdown`` needs tabulate).
 """
 
 from __future__ import annotations
 
 import math
-import re
 
+from vitpos.metrics import parse_metric
 from vitpos.sizes import column_order
-
-#: the name of an accuracy beyond the training size: test/acc@res48, test/acc@res16x32 (height x
-#: width), test/acc@res48up (upsampled: no new detail), test/acc@len256/ntk; groups: kind, size (its
-#: name: vitpos.sizes.parse_name reads it, column_order sorts it), "up", strategy
-EXTRAP = re.compile(r"^test/acc@(res|len)(\d+(?:x\d+)?)(up)?(?:/(.+))?$")
 
 #: a run's final numbers, in the order TensorBoard's TEXT table ``test/final`` lists them
 FINAL_SCORES = (
@@ -53,13 +48,12 @@ def sweep_markdown(results: dict[str, float], default: str) -> str:
     cells: dict[tuple[str, str], float] = {}
     columns: dict[tuple[tuple, str], str] = {}
     for name, value in results.items():
-        m = EXTRAP.match(name)
-        if m is None:
+        m = parse_metric(name)
+        if m is None or m.stat != "acc":
             continue
-        kind, size, up, strategy = m.groups()
-        column = f"{size}{' (upsampled)' if up else ''}"
-        columns[(column_order(size), column)] = column
-        cells[(strategy or default, column)] = value
+        column = f"{m.size}{' (upsampled)' if m.upsampled else ''}"
+        columns[(column_order(m.size), column)] = column
+        cells[(m.strategy or default, column)] = value
     order = [c for _, c in sorted(columns)]
     strategies = [default, *sorted({s for s, _ in cells} - {default})]
     rows = [[s, *(f"{100 * cells[(s, c)]:.1f}" if (s, c) in cells else "" for c in order)] for s in strategies]

@@ -34,7 +34,8 @@ from vitpos.callbacks import (
 from vitpos.cli import device_line, progress_bar, quiet_console, quiet_side_by_side, summary_line
 from vitpos.encodings.plugins import load_named
 from vitpos.errors import DivergenceError
-from vitpos.extrapolate import UPSAMPLED, evaluate_module, metric_name
+from vitpos.extrapolate import evaluate_module
+from vitpos.metrics import metric_name
 from vitpos.run.folder import claim
 from vitpos.run.identity import next_commands, record, run_dir, run_label
 from vitpos.run.resume import check_weights_fit, finished_run, resume_path
@@ -261,8 +262,7 @@ def unmeasured_note(cfg: DictConfig, metrics: dict[str, float], out: Path) -> st
     sizes = list(cfg.eval.get("lengths" if kind == "len" else "resolutions") or [])
     missing = []
     for size in sizes:
-        name = metric_name(kind, size, "default", "default")
-        if name not in metrics and name + UPSAMPLED not in metrics:
+        if metric_name(kind, size) not in metrics and metric_name(kind, size, resampling="upsampled") not in metrics:
             missing.append(size)
     if not missing:
         return None
@@ -271,7 +271,7 @@ def unmeasured_note(cfg: DictConfig, metrics: dict[str, float], out: Path) -> st
     option = "lengths" if kind == "len" else "resolutions"
     listed = ",".join(str(list(s)) if not isinstance(s, (int, str)) else str(s) for s in missing).replace(" ", "")
     return (
-        f"note: eval.{option} asks for {', '.join(metric_name(kind, s, 'd', 'd') for s in missing)}, which this "
+        f"note: eval.{option} asks for {', '.join(metric_name(kind, s) for s in missing)}, which this "
         f"finished run never measured (a finished run is not evaluated again); measure it with: "
         f"python -m vitpos.extrapolate ckpt={ckpt} {option}=[{listed}] out={out}/extrapolation"
     )

@@ -25,8 +25,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from vitpos.compare.report import HASH, section_title
+from vitpos.metrics import parse_metric
 from vitpos.sizes import MARKERS, equivalent_side, orientation
-from vitpos.tables import EXTRAP
 
 #: the legend's words for a non-square size's marker (:data:`vitpos.sizes.MARKERS`)
 SHAPE_LEGEND = {"wide": "wide size h×w (h < w), at √(h·w)", "tall": "tall size h×w (h > w), at √(h·w)"}
@@ -105,10 +105,10 @@ def plot_extrapolation(groups: pd.DataFrame, kind: str, path: Path) -> list[str]
     points = []  # (panel key, label, strategy, size name, x, upsampled, mean, std)
     for _, g in groups.iterrows():
         for c in groups.columns:
-            m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
-            if m and m.group(1) == kind and not math.isnan(g[c]):
-                points.append(((g["task"], g["model"], g["budget"]), HASH.sub("", g["label"]), m.group(4) or "",
-                               m.group(2), equivalent_side(m.group(2)), bool(m.group(3)), 100 * g[c],
+            m = parse_metric(c.removesuffix("_mean")) if c.endswith("_mean") else None
+            if m and m.stat == "acc" and m.kind == kind and not math.isnan(g[c]):
+                points.append(((g["task"], g["model"], g["budget"]), HASH.sub("", g["label"]), m.strategy or "",
+                               m.size, equivalent_side(m.size), m.upsampled, 100 * g[c],
                                100 * g[c.replace("_mean", "_std")]))  # fmt: skip
     if not points:
         return []

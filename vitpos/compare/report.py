@@ -17,8 +17,9 @@ import re
 import pandas as pd
 
 from vitpos.compare.stats import METHOD, Group, pooled, shares_group
+from vitpos.metrics import parse_metric
 from vitpos.sizes import column_order
-from vitpos.tables import EXTRAP, markdown_table
+from vitpos.tables import markdown_table
 
 HASH = re.compile(r"-[0-9a-f]{6}$")  # the config hash of a run folder name (vitpos.run.identity)
 KIND_TITLE = {"res": "resolution (pixels)", "len": "sequence length (tokens)"}
@@ -119,10 +120,10 @@ def strategy_tables(groups: pd.DataFrame, names: dict[str, str], kind: str) -> l
     squares by side, then each non-square one, ``16x32``, in a column of its own: :func:`column_order`)."""
     found: dict[str, dict[tuple, str]] = {}  # strategy -> (size order, size name, "" | " (upsampled)") -> column
     for c in groups.columns:
-        m = EXTRAP.match(c.removesuffix("_mean")) if c.endswith("_mean") else None
-        if m and m.group(1) == kind and groups[c].notna().any():
-            size = (column_order(m.group(2)), m.group(2), " (upsampled)" if m.group(3) else "")
-            found.setdefault(m.group(4) or "", {})[size] = c.removesuffix("_mean")
+        m = parse_metric(c.removesuffix("_mean")) if c.endswith("_mean") else None
+        if m and m.stat == "acc" and m.kind == kind and groups[c].notna().any():
+            size = (column_order(m.size), m.size, " (upsampled)" if m.upsampled else "")
+            found.setdefault(m.strategy or "", {})[size] = c.removesuffix("_mean")
     parts = []
     for strategy in sorted(found, key=lambda s: (s != "", s)):
         sizes = sorted(found[strategy])

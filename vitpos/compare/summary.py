@@ -17,8 +17,8 @@ from vitpos.compare.protocol import COLUMNS as PROTOCOL
 from vitpos.compare.read import Job, Run, find_jobs, find_param_count, find_runs, read_run, runs_of_jobs
 from vitpos.compare.report import markdown_report
 from vitpos.compare.stats import Group, analyse
+from vitpos.metrics import parse_metric
 from vitpos.sizes import column_order
-from vitpos.tables import EXTRAP
 
 
 # --------------------------------------------------------------- summarizing
@@ -87,9 +87,9 @@ def summarize(run: Run) -> dict:
 def metric_order(name: str) -> tuple:
     """Sort key: val, test/acc, test/loss, acc@res by size (as the report's columns: the squares,
     then the others, 16, 24, 32, 16x32), acc@len by length, the rest."""
-    m = EXTRAP.match(name)
-    if m:
-        return (2 if m.group(1) == "res" else 3, column_order(m.group(2)), m.group(4) or "")
+    m = parse_metric(name)
+    if m and m.stat == "acc":
+        return (2 if m.kind == "res" else 3, column_order(m.size), m.strategy or "")
     fixed = ["val/acc_best", "val/acc_final", "test/acc", "test/acc_raw", "test/loss", "time/fit_min", "time/eval_min"]
     return (0, (fixed.index(name),), "") if name in fixed else (4, (0,), name)
 

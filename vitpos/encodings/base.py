@@ -25,10 +25,11 @@ project and ``create_encoding("rope_2d", dim=64, num_heads=4, grid=(8, 8))``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -172,6 +173,18 @@ class PositionalEncoding(nn.Module):
     @strategy.setter
     def strategy(self, value: str) -> None:
         self._strategy = self.resolve_strategy(value)
+
+    @contextlib.contextmanager
+    def using_strategy(self, value: str) -> Iterator[PositionalEncoding]:
+        """``with encoding.using_strategy("ntk"): ...``: the strategy ``value`` inside the block (set
+        through ``strategy``, so an alias resolves and an unknown name raises as there), the one before
+        it afterwards, also when the block (or setting ``value``) raises."""
+        previous = self.strategy
+        try:
+            self.strategy = value
+            yield self
+        finally:
+            self.strategy = previous
 
     # --------------------------------------------------------------------- hooks
     def add_to_tokens(self, x: torch.Tensor, grid: Grid) -> torch.Tensor:

@@ -8,6 +8,7 @@ bad input, or a model no range exports, leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 from dataclasses import dataclass
@@ -86,8 +87,8 @@ def check_options(opts: ExportOptions) -> Path:
 
 
 def load_image_model(path: Path, strategy: str | None) -> tuple[torch.nn.Module, dict]:
-    """(the evaluated model, the run's config) of an image checkpoint; a sequence checkpoint or an
-    unknown strategy is refused."""
+    """(the evaluated model, the run's config) of an image checkpoint; a sequence checkpoint, or a
+    ``strategy`` its encoding does not know, is refused (:func:`main` exports under that strategy)."""
     module, _, cfg = from_checkpoint(path)
     if task_kind(cfg) != "res":
         raise UserError(f"ckpt={path}", "is a sequence-task checkpoint (task=sequence)",
@@ -100,7 +101,6 @@ def load_image_model(path: Path, strategy: str | None) -> tuple[torch.nn.Module,
         if strategy not in encoding.valid_strategies():
             raise UserError(f"strategy={strategy}", f"not a strategy of the encoding {encoding.name}",
                             f"valid: {', '.join(encoding.valid_strategies())}")  # fmt: skip
-        encoding.strategy = strategy
     return model.eval(), cfg
 
 
@@ -138,12 +138,20 @@ def main(argv: list[str] | None = None) -> int:
     load_plugin(opts.module)
     path = newest_checkpoint(opts.ckpt, "exporting")
     model, cfg = load_image_model(path, opts.strategy)
-    geo = geometry_of(model, as_hw(cfg["data"]["img_size"], "data.img_size"))
     encoding = getattr(model, "pos", None)
+    with encoding.using_strategy(opts.strategy) if opts.strategy is not None else contextlib.nullcontext():
+        return export_checked(model, encoding, cfg, path, opts.format, out)
+
+
+def export_checked(model: torch.nn.Module, encoding, cfg: dict, path: Path, form: str, out: Path) -> int:
+    """Export ``model`` (from the checkpoint ``path``, its run's config ``cfg``, its vitpos encoding
+    or None) to the format ``form``, write it at ``out`` and print what was written; 1 when no size
+    range exports."""
+    geo = geometry_of(model, as_hw(cfg["data"]["img_size"], "data.img_size"))
     about = f"{encoding.name}, strategy {encoding.strategy}, " if encoding is not None else ""
-    print(f"exporting {path} ({about}trained at {geo.train[0]}x{geo.train[1]}) to {opts.format}")
+    print(f"exporting {path} ({about}trained at {geo.train[0]}x{geo.train[1]}) to {form}")
     try:
-        result = export_model(model, geo, opts.format)
+        result = export_model(model, geo, form)
     except ExportFailed as err:
         print(f"error: {err}; nothing written", file=sys.stderr)
         return 1

@@ -5,12 +5,12 @@ names ``test/acc@res{R}`` / ``test/acc@len{L}``), used at the end of training;
 ``checkpoints.py`` evaluates saved checkpoints (``python -m vitpos.extrapolate``).
 """
 
+from vitpos.metrics import UPSAMPLED, metric_name
+
 from .evaluate import (
-    UPSAMPLED,
     choose_strategies,
     evaluate_module,
     evaluate_sizes,
-    metric_name,
     resampling_of,
     strategies_of,
     use_test_subset,

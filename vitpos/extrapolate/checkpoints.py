@@ -21,8 +21,9 @@ from omegaconf import OmegaConf
 from vitpos.cli import option, parse_options
 from vitpos.errors import UserError
 from vitpos.eval_memory import memory_problem
-from vitpos.extrapolate import choose_strategies, evaluate_sizes, metric_name, resampling_of, use_test_subset
+from vitpos.extrapolate import choose_strategies, evaluate_sizes, resampling_of, use_test_subset
 from vitpos.extrapolate.plot import plot_curves
+from vitpos.metrics import metric_name
 from vitpos.run.checkpoint import CheckpointError, find_checkpoints, task_kind
 from vitpos.runtime import resolve_precision
 from vitpos.sizes import as_hw, column_order, compact, is_integer, plain_size

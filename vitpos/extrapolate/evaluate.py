@@ -3,7 +3,8 @@
 One code path for both: for every strategy of the model's encoding and every
 size, run the test set at that size (``datamodule.test_dataloader_at(size)``)
 and record ``test/acc@res{R}`` (images) or ``test/acc@len{L}`` (sequences);
-strategies other than the encoding's default get a ``/<strategy>`` suffix.
+strategies other than the encoding's default get a ``/<strategy>`` suffix
+(:func:`vitpos.metrics.metric_name` writes every name, :func:`vitpos.metrics.parse_metric` reads it).
 
 Images above the data set's native resolution are *upsampled* copies (a larger
 token grid, no new detail): their tags say so, ``test/acc@res{R}up``, so that
@@ -33,6 +34,7 @@ import time
 import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
 
+from vitpos.metrics import metric_name
 from vitpos.sizes import plain_size, size_name
 
 
@@ -50,20 +52,14 @@ def choose_strategies(pe, spec) -> list[str]:
     if spec in (None, "default"):
         return [pe.strategy]
     if spec == "all":  # every distinct setting (a combination's parts may ignore a name)
-        current, chosen, seen = pe.strategy, [], set()
-        try:
-            for s in [current, *strategies_of(pe)]:
-                pe.strategy = s
+        chosen, seen = [], set()
+        for s in [pe.strategy, *strategies_of(pe)]:
+            with pe.using_strategy(s):
                 if pe.strategy not in seen:
                     seen.add(pe.strategy)
                     chosen.append(s)
-        finally:
-            pe.strategy = current
         return chosen
     return [str(s) for s in spec]
-
-
-UPSAMPLED = "up"  # tag suffix of sizes above the native resolution (on either axis): test/acc@res48up
 
 
 def resampling_of(datamodule, kind: str, size) -> str:
@@ -71,14 +67,6 @@ def resampling_of(datamodule, kind: str, size) -> str:
     data's native resolution); ``native`` for sequence lengths (every length is generated)."""
     answer = getattr(datamodule, "resampling", None)
     return answer(size) if kind == "res" and answer is not None else "native"
-
-
-def metric_name(kind: str, size, strategy: str, default: str, resampling: str = "native") -> str:
-    """``test/acc@res48``, ``test/acc@res16x32`` (height x width), ``test/acc@res48up`` (upsampled),
-    ``test/acc@len256``; ``/<strategy>`` appended for a strategy other than the ``default``."""
-    where = size_name(size) if kind == "res" else str(size)
-    name = f"test/acc@{kind}{where}" + (UPSAMPLED if resampling == "upsampled" else "")
-    return name if strategy == default else f"{name}/{strategy}"
 
 
 def score_at(module, datamodule, size, device: torch.device, half, max_batches) -> tuple[float, int, int]:
@@ -136,22 +124,21 @@ def evaluate_sizes(
         for strategy, size in bar:
             shown = size_name(size) if kind == "res" else size
             bar.set_description(f"test at {what} {shown}" + (f" ({strategy})" if len(strategies) > 1 else ""))
-            pe.strategy = strategy
-            name = metric_name(kind, size, strategy, default, resampling_of(datamodule, kind, size))
-            start, count = time.perf_counter(), 0
-            try:
-                loss_sum, correct, count = score_at(module, datamodule, size, device, half, max_batches)
-                results[name] = correct / max(count, 1)
-                results[name.replace("acc@", "loss@")] = loss_sum / max(count, 1)
-            except ValueError as err:
-                print(f"{name}: not evaluated: {err}", file=sys.stderr)
-                results[name] = results[name.replace("acc@", "loss@")] = math.nan
+            with pe.using_strategy(strategy):
+                where = (kind, size, strategy, default, resampling_of(datamodule, kind, size))
+                name, loss = metric_name(*where), metric_name(*where, stat="loss")
+                start, count = time.perf_counter(), 0
+                try:
+                    loss_sum, correct, count = score_at(module, datamodule, size, device, half, max_batches)
+                    results[name], results[loss] = correct / max(count, 1), loss_sum / max(count, 1)
+                except ValueError as err:
+                    print(f"{name}: not evaluated: {err}", file=sys.stderr)
+                    results[name] = results[loss] = math.nan
             if timings is not None:  # per size, over its strategies (a refused one: its short time, no images)
                 seconds, images = timings.get(shown, (0.0, 0))
                 timings[shown] = (seconds + time.perf_counter() - start, images + count)
     finally:
         bar.close()
-        pe.strategy = default
         module.train(was_training)
     return results
 

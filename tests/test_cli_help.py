@@ -230,7 +230,9 @@ def test_without_a_gpu_one_line_replaces_the_device_lines_and_real_warnings_stay
     from vitpos.cli import console
 
     for name in (*console.RANK_ZERO, "torch.utils.cpp_extension"):  # this process's filters come back afterwards
-        monkeypatch.setattr(logging.getLogger(name), "filters", list(logging.getLogger(name).filters))
+        # without the no-GPU filters an earlier run in this process may have added: the test starts from none
+        kept = [f for f in logging.getLogger(name).filters if not isinstance(f, console.DropLines)]
+        monkeypatch.setattr(logging.getLogger(name), "filters", kept)
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.setattr(console, "has_gpu", lambda: True)

@@ -60,7 +60,7 @@ class ExtrapolateOptions:
       python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt
       python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick resolutions=[32,48] strategies=default
       python -m vitpos.extrapolate ckpt=runs/seq_copy lengths=[32,128] out=extrapolation/seq_copy
-      python -m vitpos.extrapolate ckpt=runs/shapes test_subset=null   # every test image, at every size
+      python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 test_subset=null   # every test image
     """
 
     ckpt: list[str] = option([], "a .ckpt file, a runs folder or a glob pattern", metavar="PATH",

@@ -48,7 +48,17 @@ def encoding_help() -> str:
     return "\n".join(lines)
 
 
+def options_help() -> str:
+    """The checked options with their rules and help (vitpos/checks/options.py), for --help."""
+    if not set(HELP_WORDS) & set(sys.argv[1:]):
+        return ""
+    from vitpos.checks.options import help_lines
+
+    return "\n".join(help_lines())
+
+
 OmegaConf.register_new_resolver("vitpos_encodings", encoding_help, replace=True)
+OmegaConf.register_new_resolver("vitpos_options", options_help, replace=True)
 register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
 
 

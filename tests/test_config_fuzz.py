@@ -15,6 +15,8 @@ printing exactly one line ``error: <option>: <what> (<fix>)``; never a traceback
 command already follows (:func:`false_fix`), never a file written (the folder it runs in, which
 holds ``run.root``, stays empty); and a command that passes holds a number in every option whose
 default is a number (:func:`untyped`: text there would fail in training, with a traceback). The
+typed options are also fuzzed at the edges of their rules, read from the schema
+(vitpos/checks/options.py): refused exactly outside the range the schema states. The
 tools' ``key=value`` parser (vitpos/cli/options.py) is fuzzed the same way for
 ``python -m vitpos.compare`` and ``python -m vitpos.extrapolate``.
 
@@ -39,6 +41,7 @@ from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 from omegaconf import OmegaConf
 
+from vitpos.checks import options as schema
 from vitpos.errors import UserError
 
 # Hypothesis keeps its caches (and, for a failure, a patch) in ./.hypothesis: not in the repository
@@ -194,20 +197,32 @@ ABSENT = object()
 def check_command(setup: str, overrides: list[str]) -> str | None:
     """What is wrong with ``python train.py SETUP OVERRIDES`` (None: nothing): the command runs
     in process in an empty folder (``run.root`` inside it), training replaced by a stub."""
+    return judge(setup, overrides, *run_train(setup, overrides))
+
+
+def run_train(setup: str, overrides: list[str]):
+    """(what ran, the config training got or None, the files written, a traceback or None)."""
     argv = [*BASES[setup], *overrides]
     with tempfile.TemporaryDirectory() as tmp, mock.patch("vitpos.train.train", return_value={}) as train:
         try:
             ran = run_command("train.py", *argv, f"run.root={Path(tmp) / 'runs'}", cwd=Path(tmp))
         except Exception as err:  # noqa: BLE001 (the property: a traceback is a finding)
-            return f"traceback: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            return None, None, [], f"traceback: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         written = sorted(str(p.relative_to(tmp)) for p in Path(tmp).rglob("*"))
+    return ran, (train.call_args.args[0] if train.called else None), written, None
+
+
+def judge(setup: str, overrides: list[str], ran, trained, written: list[str], crash: str | None) -> str | None:
+    """The property of :func:`check_command` on one command's outcome."""
+    if crash:
+        return crash
     text = ran.out + ran.err
     if written:
         return f"wrote {written[:3]}"
     if "Traceback" in text:
         return "printed a traceback"
     if ran.code == 0:
-        return untyped(setup, train.call_args.args[0]) if train.called else "exit 0 without passing the config check"
+        return untyped(setup, trained) if trained is not None else "exit 0 without passing the config check"
     if ran.code != 2:
         return f"exit {ran.code}: {text.strip()[-200:]}"
     lines = text.strip().splitlines()
@@ -216,7 +231,7 @@ def check_command(setup: str, overrides: list[str]) -> str | None:
     m = ERROR_LINE.fullmatch(lines[0])
     if m is None:
         return f"not 'error: <option>: <what> (<fix>)': {lines[0][:200]}"
-    return false_fix(m["option"], m["fix"], argv)
+    return false_fix(m["option"], m["fix"], [*BASES[setup], *overrides])
 
 
 FUZZ = settings(
@@ -249,6 +264,84 @@ def test_train_commands_pass_or_exit_2_with_one_line(command):
 @given(commands())
 def test_train_commands_pass_or_exit_2_with_one_line_more(command):
     fuzz_train(command)
+
+
+# ------------------------------------------------------------------ the schema's edges
+def edges(spec: schema.Int | schema.Number | schema.Flag) -> list:
+    """Values on both sides of every bound of an option's rule, read from the schema
+    (vitpos/checks/options.py): what the fuzzer takes as the option's accepted range."""
+    if isinstance(spec, schema.Flag):
+        return [True, False, 0, 1, "yes"]
+    if isinstance(spec, schema.Int):
+        found = [spec.minimum - 1, spec.minimum, spec.minimum + 1, True]
+        found += [spec.maximum, spec.maximum + 1] if spec.maximum is not None else []
+    else:
+        found = [spec.low - 0.5, spec.low, spec.low + 0.5, float("inf"), True]
+        found += [spec.below - 1e-3, spec.below] if spec.below is not None else []
+    return [[v] * (spec.length or 1) for v in found] if spec.items else found
+
+
+#: (setup, option, value): every option of the schema with each of its edges, in a setup whose task uses it
+EDGES = [
+    ("sequence" if spec.task == schema.SEQUENCE else "image", option, value)
+    for option, spec in schema.OPTIONS.items()
+    for value in edges(spec)
+]
+
+
+def refused_by_schema(option: str, value) -> bool:
+    """Whether the schema's own rule refuses ``option=value``."""
+    spec = schema.OPTIONS[option]
+    return any(spec.problem(v) for v in (value if spec.items else [value]))
+
+
+def check_edge(setup: str, option: str, value) -> str | None:
+    """The command ``SETUP ++OPTION=VALUE`` obeys the schema: refused, naming the option, where
+    the schema's rule refuses the value; else not refused by that rule (another rule may still
+    refuse it: ``model.dim=2`` with four heads)."""
+    overrides = [f"++{option}={typed(value)}"]
+    outcome = run_train(setup, overrides)
+    problem = judge(setup, overrides, *outcome)
+    if problem:
+        return problem
+    ran = outcome[0]
+    said = (ran.out + ran.err).strip()
+    rule = f"{option}: must be {schema.OPTIONS[option].rule()}"
+    named = re.match(rf"error: {re.escape(option)}(\[\d+\])?: ", said) is not None
+    if refused_by_schema(option, value):
+        return None if ran.code == 2 and named else f"the schema refuses it, the command: {said[:200] or 'exit 0'}"
+    if ran.code == 2 and said.startswith(f"error: {rule}"):
+        return f"the schema accepts it, the command refused it by that same rule: {said[:200]}"
+    return None
+
+
+@settings(FUZZ, max_examples=40)
+@given(st.sampled_from(EDGES))
+def test_every_option_is_refused_exactly_outside_its_schema_range(edge):
+    problem = check_edge(*edge)
+    assert problem is None, f"{edge[1]}={typed(edge[2])} ({edge[0]}): {problem}"
+
+
+def test_one_bound_in_the_schema_moves_the_check_the_help_and_the_fuzzer(monkeypatch):
+    """Each rule has one owner: a bound changed in the schema alone changes what the config check
+    refuses, what ``python train.py --help`` says and the range the fuzzer tests, together."""
+    spec = dataclasses.replace(schema.OPTIONS["data.batch_size"], minimum=8)
+    monkeypatch.setitem(schema.OPTIONS, "data.batch_size", spec)
+    assert check_edge("image", "data.batch_size", 7) is None and check_edge("image", "data.batch_size", 8) is None
+    refused, _, _, _ = run_train("image", ["data.batch_size=7"])
+    assert refused.code == 2 and refused.err.startswith("error: data.batch_size: must be an integer >= 8"), refused.err
+    accepted, trained, _, _ = run_train("image", ["data.batch_size=8"])
+    assert accepted.code == 0 and trained.data.batch_size == 8, accepted.err
+    monkeypatch.setattr("sys.argv", ["train.py", "--help"])
+    assert re.search(r"data\.batch_size +an integer >= 8: ", help_text())
+    assert {7, 8} <= set(edges(spec)) and 0 not in edges(spec)
+
+
+def help_text() -> str:
+    """What ``python train.py --help`` prints, run in this process."""
+    ran = run_command("train.py", "--help")
+    assert ran.code == 0, ran.err
+    return ran.out
 
 
 # ------------------------------------------------------------------ the tools' key=value options

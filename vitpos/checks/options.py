@@ -1,4 +1,7 @@
-"""The typed options: one table of every plain number and true/false option (its type and bounds), one check.
+"""The typed options: one table of every plain number and true/false option (its type, bounds and
+help), one check. The table is the rule's one owner: the config check (:func:`check_options`),
+``python train.py --help`` (:func:`help_lines`) and the config fuzzer's range of each option
+(tests/test_config_fuzz.py) all read it; the defaults are the config files' (configs/).
 
 Python counts ``True`` and ``False`` as the integers 1 and 0, and YAML turns ``true`` into
 ``True``: an integer option written as ``data.train_len=true`` would train on sequences of one
@@ -41,14 +44,18 @@ class Int:
     unless: str | None = None  # an option that, when set, makes this one unused (trainer.fast_dev_run)
     maximum: int | None = None
     length: int | None = None  # items: exactly this many
+    help: str = ""
+
+    def rule(self) -> str:
+        most = f" and <= {self.maximum}" if self.maximum is not None else ""
+        return f"an integer >= {self.minimum}{most}{' (or null)' if self.null else ''}"
 
     def problem(self, value) -> str | None:
         if value is None and self.null:
             return None
         if is_integer(value) and value >= self.minimum and (self.maximum is None or value <= self.maximum):
             return None
-        most = f" and <= {self.maximum}" if self.maximum is not None else ""
-        return f"must be an integer >= {self.minimum}{most}{' (or null)' if self.null else ''}, got {value!r}"
+        return f"must be {self.rule()}, got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,12 @@ class Number:
     items: bool = False
     unless: str | None = None
     length: int | None = None  # items: exactly this many
+    help: str = ""
+
+    def rule(self) -> str:
+        if self.below is not None:
+            return f"in [{self.low}, {self.below})"
+        return f"a finite number {'>' if self.above else '>='} {self.low}"
 
     def problem(self, value) -> str | None:
         if value is None and self.null:
@@ -72,10 +85,10 @@ class Number:
         if not is_number(value):
             return f"expected a number, got {value!r}"
         if self.below is not None:
-            return None if self.low <= value < self.below else f"must be in [{self.low}, {self.below}), got {value}"
+            return None if self.low <= value < self.below else f"must be {self.rule()}, got {value}"
         if math.isfinite(value) and (value > self.low if self.above else value >= self.low):
             return None
-        return f"must be a finite number {'>' if self.above else '>='} {self.low}, got {value}"
+        return f"must be {self.rule()}, got {value}"
 
 
 @dataclass(frozen=True)
@@ -89,74 +102,110 @@ class Flag:
     fix: str | None = None
     items: bool = False
     length: int | None = None
+    help: str = ""
+
+    def rule(self) -> str:
+        return "true or false"
 
     def problem(self, value) -> str | None:
-        return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+        return None if isinstance(value, bool) else f"must be {self.rule()}, got {value!r}"
 
 
-#: every plain number and true/false option, in the order they are checked
+#: every plain number and true/false option, in the order they are checked, with its one line of help
+#: (``python train.py --help`` lists them: :func:`help_lines`); defaults live in configs/
 OPTIONS: dict[str, Int | Number | Flag] = {
-    "optim.lr": Number("1e-3", above=True, null=False),
-    "optim.weight_decay": Number(0),
-    "optim.warmup_epochs": Number(0),
-    "data.batch_size": Int(64),
-    "data.eval_batch_size": Int(64),
-    "trainer.max_epochs": Int(10, fix="an untrained model is not a run", unless="trainer.fast_dev_run"),
-    "task.label_smoothing": Number(0.1, below=1, task=IMAGE),
-    "task.mixup": Number(0, fix="task.mixup=0 turns it off", task=IMAGE),
-    "task.cutmix": Number(0, fix="task.cutmix=0 turns it off", task=IMAGE),
-    "eval.test_subset": Int(1000, null=True, task=IMAGE),
-    "task.ema_decay": Number(0.999, below=1, fix="e.g. task.ema_decay=0.999; 0 turns it off", task=IMAGE),
-    "data.train_subset": Int(1000, null=True, task=IMAGE),
-    "data.test_subset": Int(1000, null=True, task=IMAGE),
-    "data.num_train": Int(1000),
-    "data.num_test": Int(1000),
-    "model.dim": Int(64),
-    "model.depth": Int(4),
-    "model.num_heads": Int(4),
-    "eval.lengths": Int("[64,128]", items=True, task=SEQUENCE),
-    "data.train_len": Int(64, task=SEQUENCE),
-    "data.min_len": Int(8, task=SEQUENCE),
-    "data.vocab_size": Int(16, task=SEQUENCE),
-    "data.num_val": Int(1000, task=SEQUENCE),
-    "data.num_length_test": Int(500, task=SEQUENCE),
-    "model.patch_size": Int(4, task=IMAGE),
-    "data.val_size": Int(5000, minimum=0, task=IMAGE),
-    "data.crop_padding": Int(4, minimum=0, task=IMAGE),
+    "optim.lr": Number("1e-3", above=True, null=False, help="peak learning rate of AdamW"),
+    "optim.weight_decay": Number(0, help="AdamW's decoupled weight decay"),
+    "optim.warmup_epochs": Number(0, help="linear warmup epochs, then cosine decay"),
+    "data.batch_size": Int(64, help="training examples per batch"),
+    "data.eval_batch_size": Int(64, help="validation and test examples per batch"),
+    "trainer.max_epochs": Int(
+        10, fix="an untrained model is not a run", unless="trainer.fast_dev_run", help="epochs to train"
+    ),  # fmt: skip
+    "task.label_smoothing": Number(0.1, below=1, task=IMAGE, help="label smoothing of the cross-entropy"),
+    "task.mixup": Number(0, fix="task.mixup=0 turns it off", task=IMAGE, help="mixup's Beta(a, a); 0: off"),
+    "task.cutmix": Number(0, fix="task.cutmix=0 turns it off", task=IMAGE, help="cutmix's Beta(a, a); 0: off"),
+    "eval.test_subset": Int(1000, null=True, task=IMAGE, help="test images scored at each other size"),
+    "task.ema_decay": Number(
+        0.999,
+        below=1,
+        fix="e.g. task.ema_decay=0.999; 0 turns it off",
+        task=IMAGE,
+        help="decay of the tested weight average; 0: off",
+    ),  # fmt: skip
+    "data.train_subset": Int(1000, null=True, task=IMAGE, help="a seeded subset of the training images"),
+    "data.test_subset": Int(1000, null=True, task=IMAGE, help="a seeded subset of the test images"),
+    "data.num_train": Int(1000, help="generated training examples (shapes, sequences)"),
+    "data.num_test": Int(1000, help="generated test examples (shapes, sequences)"),
+    "model.dim": Int(64, help="token width"),
+    "model.depth": Int(4, help="Transformer blocks"),
+    "model.num_heads": Int(4, help="attention heads (model.dim must divide evenly)"),
+    "eval.lengths": Int("[64,128]", items=True, task=SEQUENCE, help="test sequence lengths after training"),
+    "data.train_len": Int(64, task=SEQUENCE, help="longest training sequence"),
+    "data.min_len": Int(8, task=SEQUENCE, help="shortest training sequence"),
+    "data.vocab_size": Int(16, task=SEQUENCE, help="tokens of the toy tasks"),
+    "data.num_val": Int(1000, task=SEQUENCE, help="validation sequences"),
+    "data.num_length_test": Int(500, task=SEQUENCE, help="test sequences per length of eval.lengths"),
+    "model.patch_size": Int(4, task=IMAGE, help="patch side in pixels"),
+    "data.val_size": Int(5000, minimum=0, task=IMAGE, help="training images held out for validation"),
+    "data.crop_padding": Int(4, minimum=0, task=IMAGE, help="random-crop padding, in native pixels"),
     # the options below were taken unchecked until the config fuzzer (tests/test_config_fuzz.py) gave them
     # text: the run then failed in training with a traceback
-    "seed": Int(0, minimum=0, maximum=2**32 - 1),  # the range Lightning's seed_everything takes
-    "model.mlp_ratio": Number(2.0, above=True, null=False),
-    "model.drop_path": Number(0.1, below=1, null=False),
-    "model.dropout": Number(0.0, below=1, null=False),
-    "model.embed_std": Number(0.1, null=False, task=SEQUENCE),
-    "optim.betas": Number("[0.9,0.999]", below=1, null=False, items=True, length=2),  # AdamW's (beta1, beta2)
-    "optim.min_lr_ratio": Number(0.01, null=False),
-    "data.num_classes": Int(10, task=IMAGE),
-    "data.cell": Int(4, task=IMAGE),
-    "data.split_seed": Int(0, minimum=0, task=IMAGE),
-    "data.augment_magnitude": Int(9, minimum=0, maximum=30, task=IMAGE),  # RandAugment's 31 bins
-    "data.augment_ops": Int(2, minimum=0, task=IMAGE),
-    "data.offset": Int(3, minimum=0, task=SEQUENCE),
-    "data.probe_classes": Int(512, task=SEQUENCE),
-    "data.seed": Int(0, minimum=0, task=SEQUENCE),
-    "task.pictures_every_n_epochs": Int(0, minimum=0),
-    "eval.max_batches": Int(1, null=True),
-    "trainer.gradient_clip_val": Number(1.0),
-    "trainer.log_every_n_steps": Int(20),
-    "trainer.check_val_every_n_epoch": Int(1, null=True),
-    "model.compile": Flag(),
-    "model.causal": Flag(task=SEQUENCE),
-    "model.zero_token_embeddings": Flag(task=SEQUENCE),
-    "task.pictures": Flag(),
-    "task.ema_warmup": Flag(task=IMAGE),
-    "task.flip_tta": Flag(task=IMAGE),
-    "trainer.enable_progress_bar": Flag(),
-    "data.on_device": Flag(task=IMAGE),
-    "data.hflip": Flag(task=IMAGE),
-    "data.download": Flag(task=IMAGE),
-    "data.anchor": Flag(task=SEQUENCE),
+    "seed": Int(0, minimum=0, maximum=2**32 - 1, help="the run's seed"),  # the range seed_everything takes
+    "model.mlp_ratio": Number(2.0, above=True, null=False, help="MLP width / model.dim"),
+    "model.drop_path": Number(0.1, below=1, null=False, help="stochastic depth rate of the last block"),
+    "model.dropout": Number(0.0, below=1, null=False, help="dropout after attention and MLP"),
+    "model.embed_std": Number(0.1, null=False, task=SEQUENCE, help="token embedding init std"),
+    "optim.betas": Number(
+        "[0.9,0.999]", below=1, null=False, items=True, length=2, help="AdamW's (beta1, beta2)"
+    ),  # fmt: skip
+    "optim.min_lr_ratio": Number(0.01, null=False, help="the cosine decay ends at this fraction of optim.lr"),
+    "data.num_classes": Int(10, task=IMAGE, help="classes of the data set"),
+    "data.cell": Int(4, task=IMAGE, help="shapes' cell side (keep = model.patch_size)"),
+    "data.split_seed": Int(0, minimum=0, task=IMAGE, help="seed of the train/validation split"),
+    "data.augment_magnitude": Int(9, minimum=0, maximum=30, task=IMAGE, help="RandAugment's magnitude (31 bins)"),
+    "data.augment_ops": Int(2, minimum=0, task=IMAGE, help="RandAugment's ops per image"),
+    "data.offset": Int(3, minimum=0, task=SEQUENCE, help="shift task: target at i = input at i - offset"),
+    "data.probe_classes": Int(512, task=SEQUENCE, help="position probe: positions told apart"),
+    "data.seed": Int(0, minimum=0, task=SEQUENCE, help="the sequences' own seed, whatever the run's seed"),
+    "task.pictures_every_n_epochs": Int(0, minimum=0, help="pictures every n epochs; 0: at the end"),
+    "eval.max_batches": Int(1, null=True, help="test batches per size (null: all)"),
+    "trainer.gradient_clip_val": Number(1.0, help="gradient norm clipping"),
+    "trainer.log_every_n_steps": Int(20, help="training-loss logging interval"),
+    "trainer.check_val_every_n_epoch": Int(1, null=True, help="validate every n epochs"),
+    "model.compile": Flag(help="torch.compile the model (speed only)"),
+    "model.causal": Flag(task=SEQUENCE, help="causal attention mask"),
+    "model.zero_token_embeddings": Flag(task=SEQUENCE, help="token embeddings at zero: position alone"),
+    "task.pictures": Flag(help="pictures of the encoding and attention in TensorBoard"),
+    "task.ema_warmup": Flag(task=IMAGE, help="ramp the EMA decay up over the first steps"),
+    "task.flip_tta": Flag(task=IMAGE, help="also score with flip test-time augmentation"),
+    "trainer.enable_progress_bar": Flag(help="Lightning's progress bar"),
+    "data.on_device": Flag(task=IMAGE, help="keep the data sets on the training device (GPU runs)"),
+    "data.hflip": Flag(task=IMAGE, help="random horizontal flips in training"),
+    "data.download": Flag(task=IMAGE, help="download CIFAR-10 when it is not in data.root"),
+    "data.anchor": Flag(task=SEQUENCE, help="position probe: a distinct first token"),
 }
+
+
+def describe(spec: Int | Number | Flag) -> str:
+    """The rule of ``spec`` as ``--help`` shows it: ``an integer >= 1``, ``a list of 2: in [0, 1)``."""
+    rule = spec.rule()
+    if isinstance(spec, Number) and spec.null and "null" not in rule:
+        rule += " (or null)"
+    if spec.items:
+        rule = f"a list{f' of {spec.length}' if spec.length else ''}, each {rule}"
+    return rule
+
+
+def help_lines() -> list[str]:
+    """The options of :data:`OPTIONS`, by the task that uses them: name, rule, help (``--help``)."""
+    lines = []
+    for task, title in ((None, "every task"), (IMAGE, "images"), (SEQUENCE, "sequences")):
+        lines.append(f"  {title}:")
+        for option, spec in OPTIONS.items():
+            if spec.task == task:
+                lines.append(f"    {option:<28} {describe(spec)}: {spec.help}")
+    return lines
 
 
 ABSENT = object()  # an option the config does not have: not checked (the data set or task has no such option)

@@ -128,7 +128,7 @@ def test_size_scaled_rope_traces_its_formula_for_every_size(strategy):
 @pytest.mark.parametrize("name", ["learned_1d", "learned_2d"])
 def test_a_table_resize_antialiases_in_the_graph_exactly_where_eager_does(name):
     """``antialias=shrink`` antialiases only when the grid shrinks along some axis: under export the
-    choice is a tensor (``functional.shrinks``) and the graph computes both resizes, so every size
+    choice is a tensor (``symbolic_sizes.shrinks``) and the graph computes both resizes, so every size
     takes the eager table: plain bicubic when enlarging (unlike ``antialias=always``'s kernel), the
     antialiased one when shrinking (equal to ``always``'s)."""
     pos = tiny_model(name).pos

@@ -33,7 +33,7 @@ def test_no_onnx_graph_claims_sizes_its_trace_refuses():
 
 def test_every_rope_scaling_exports_at_any_size():
     """NTK, dynamic NTK and YaRN scale by the size ratio as tensor arithmetic under export
-    (``functional.size_ratio``), not by a Python branch on the size."""
+    (``symbolic_sizes.size_ratio``), not by a Python branch on the size."""
     rows = {key: row[2:4] for key, row in COMMITTED.items() if key[1] in ("ntk", "dynamic", "yarn")}
     assert len(rows) >= 6, rows
     assert all(ranges == ["any", "any"] for ranges in rows.values()), rows

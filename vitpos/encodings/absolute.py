@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from .base import EncodingContext, Grid, PositionalEncoding, check_choice, register
-from .functional import resample_axis_bicubic, resample_axis_linear, resample_table_1d, resample_table_2d, shrinks
+from .functional import resample_axis_bicubic, resample_axis_linear, resample_table_1d, resample_table_2d
+from .symbolic_sizes import shrinks
 
 ANTIALIAS_MODES = ("shrink", "always")
 RESAMPLE_MODES = ("linear", "bicubic")
@@ -57,7 +58,7 @@ class _ResizableTable(PositionalEncoding):
 
     def _antialias(self, grid: Grid) -> bool | torch.Tensor:
         """Whether resizing the trained table to ``grid`` antialiases (both axes alike); a 0-d bool
-        tensor for a symbolic grid (:func:`~vitpos.encodings.functional.shrinks`)."""
+        tensor for a symbolic grid (:func:`~vitpos.encodings.symbolic_sizes.shrinks`)."""
         return True if self.antialias == "always" else shrinks(grid, self.train_grid)
 
     def _check_grid(self, grid: Grid) -> None:

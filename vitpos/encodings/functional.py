@@ -1,7 +1,8 @@
 """Pure functions behind the encodings: tables, frequencies, rotations, resampling.
 
 Everything here is stateless and testable on its own; the modules in this
-package are thin wrappers that decide *when* to call these.
+package are thin wrappers that decide *when* to call these. The helpers that
+keep sizes symbolic under ``torch.export`` live in :mod:`vitpos.encodings.symbolic_sizes`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import math
 
 import torch
 import torch.nn.functional as F
+
+from .symbolic_sizes import is_size, resize_bicubic, scales, shrinks
 
 # ------------------------------------------------------------------ sinusoids
 
@@ -69,15 +72,6 @@ def axis_positions(n: int, n_train: int, interpolate: bool, image: bool, align: 
     return pos * n_train / n if n > n_train else pos
 
 
-def linspace(start: float, end, steps) -> torch.Tensor:
-    """``torch.linspace(start, end, steps)`` in float32; when ``steps`` is symbolic (``torch.export`` with
-    dynamic sizes, where linspace would fix it to the traced value) start + i (end - start) / (steps - 1),
-    the same values up to float32 rounding."""
-    if isinstance(steps, int):
-        return torch.linspace(start, end, steps)
-    return start + torch.arange(steps, dtype=torch.float32) * ((end - start) / torch.sym_max(steps - 1, 1))
-
-
 def grid_points(ys: torch.Tensor, xs: torch.Tensor) -> torch.Tensor:
     """(h*w, 2) (y, x) points of a row-major grid from its row values ys (h,) and column values xs (w,)."""
     yy, xx = torch.meshgrid(ys, xs, indexing="ij")  # (h, w) each
@@ -114,12 +108,6 @@ def euclidean_distance_2d(h: int, w: int) -> torch.Tensor:
 # ----------------------------------------------------------------- resampling
 
 
-def is_size(n, size: int) -> bool:
-    """Whether the size ``n`` is ``size``; False when ``n`` is symbolic (``torch.export`` with dynamic
-    sizes), so a resize that is skipped when nothing changes is traced instead (the identity at that size)."""
-    return isinstance(n, int) and n == size
-
-
 def resample_table_1d(table: torch.Tensor, n_new: int) -> torch.Tensor:
     """Linearly resample a (n, D) sequence table to (n_new, D), ends on ends
     (align_corners); identity when sizes match."""
@@ -128,23 +116,6 @@ def resample_table_1d(table: torch.Tensor, n_new: int) -> torch.Tensor:
     x = table.t()[None]  # (1, D, n)
     x = F.interpolate(x.float(), size=n_new, mode="linear", align_corners=True)
     return x[0].t().to(table.dtype)  # (n_new, D)
-
-
-def shrinks(new: tuple, old: tuple[int, ...]) -> bool | torch.Tensor:
-    """Whether the grid ``new`` is smaller than ``old`` along some axis: a bool for integer sizes; for
-    symbolic ones (``torch.export`` with dynamic sizes) a 0-d bool tensor, so that a choice made on it
-    (:func:`resize_bicubic`'s antialiasing) is traced for every size instead of fixed by a guard."""
-    if all(isinstance(n, int) for n in new):
-        return any(n < m for n, m in zip(new, old))
-    return torch.stack([torch.zeros(()) + n < m for n, m in zip(new, old)]).any()
-
-
-def resize_bicubic(x: torch.Tensor, size: tuple, antialias: bool | torch.Tensor) -> torch.Tensor:
-    """``F.interpolate(x, size, mode="bicubic", align_corners=False, antialias=...)``; where
-    ``antialias`` is a 0-d bool tensor (:func:`shrinks` of symbolic sizes), both resizes, selected by it."""
-    if isinstance(antialias, torch.Tensor):
-        return torch.where(antialias.to(x.device), resize_bicubic(x, size, True), resize_bicubic(x, size, False))
-    return F.interpolate(x, size=size, mode="bicubic", align_corners=False, antialias=antialias)
 
 
 def resample_axis_bicubic(table: torch.Tensor, n_new: int, antialias: bool | torch.Tensor) -> torch.Tensor:
@@ -183,7 +154,7 @@ def resample_table_2d(
     ``antialias``: None (default) turns it on only when the grid shrinks along
     some axis, so upsizing is plain bicubic (PyTorch's antialiased kernel is a
     different cubic, a = -0.5, even when enlarging); True always, as timm does
-    (a 0-d bool tensor for symbolic sizes: :func:`shrinks`).
+    (a 0-d bool tensor for symbolic sizes: :func:`~vitpos.encodings.symbolic_sizes.shrinks`).
     """
     if all(is_size(n, m) for n, m in zip(new, old)):
         return table
@@ -212,21 +183,6 @@ def rope_inv_freq(num_pairs: int, base: float) -> torch.Tensor:
     """
     exponent = torch.arange(num_pairs, dtype=torch.float32) / num_pairs
     return base ** (-exponent)
-
-
-def size_ratio(n, n_train: int) -> float | torch.Tensor:
-    """s = max(1, n / n_train), the scale of NTK and YaRN: a float for an integer size; for a
-    symbolic ``n`` (``torch.export`` with dynamic sizes) a 0-d float32 tensor, so that the scaling
-    strategies trace their formula, which is plain RoPE at s = 1, instead of a Python branch on the size."""
-    if isinstance(n, int):
-        return max(1.0, n / n_train)
-    return (torch.zeros(()) + n / n_train).clamp(min=1.0)
-
-
-def scales(s: float | torch.Tensor) -> bool:
-    """Whether a scale from :func:`size_ratio` (or a fixed one) changes anything: above 1, or
-    symbolic (a tensor, whose formula is traced for every size)."""
-    return isinstance(s, torch.Tensor) or s > 1.0
 
 
 def ntk_base(base: float, scale: float | torch.Tensor, rotary_dim: int) -> float | torch.Tensor:
@@ -299,7 +255,7 @@ def yarn_inv_freq(
 
 def yarn_attention_factor(scale: float | torch.Tensor) -> float | torch.Tensor:
     """YaRN's q and k multiplier sqrt(1/t) = 0.1 ln(s) + 1 (1 when s <= 1); a tensor for a symbolic
-    scale (:func:`size_ratio`)."""
+    scale (:func:`~vitpos.encodings.symbolic_sizes.size_ratio`)."""
     if isinstance(scale, torch.Tensor):
         return 0.1 * torch.log(scale) + 1.0
     return 1.0 if scale <= 1.0 else 0.1 * math.log(scale) + 1.0

@@ -33,7 +33,8 @@ from torch import nn
 
 from .base import EncodingContext, Grid, OptionError, register
 from .comrope import BlockRotaryBase, check_block_size
-from .functional import grid_points, linspace, packed_skew, skew_index
+from .functional import grid_points, packed_skew, skew_index
+from .symbolic_sizes import linspace
 
 
 @register

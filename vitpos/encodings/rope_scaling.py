@@ -32,6 +32,7 @@ import torch
 
 from . import functional as fn
 from .base import Grid, OptionError, check_choice, check_positive
+from .symbolic_sizes import scales, size_ratio
 
 ROPE_STRATEGIES = ("extrapolate", "interpolate", "ntk", "dynamic", "yarn")
 
@@ -63,10 +64,10 @@ class RopeScaling:
     def axis_scale(self, n: int, n_train: int) -> float | torch.Tensor:
         """s for NTK/YaRN: the fixed ``scale`` if set (not for ``dynamic``), else
         the length ratio, never below 1 (shorter grids need no scaling; a 0-d tensor
-        where ``n`` is symbolic: :func:`~vitpos.encodings.functional.size_ratio`)."""
+        where ``n`` is symbolic: :func:`~vitpos.encodings.symbolic_sizes.size_ratio`)."""
         if self.scale is not None and self.strategy != "dynamic":
             return float(self.scale)
-        return fn.size_ratio(n, n_train)
+        return size_ratio(n, n_train)
 
     def axis_angles(self, n: int, n_train: int, inv_freq: torch.Tensor, image: bool) -> torch.Tensor:
         """Angles (n, len(inv_freq)) in float32 along one axis."""
@@ -77,7 +78,7 @@ class RopeScaling:
             pos = fn.axis_positions(n, n_train, True, image, self.align)
         elif strategy == "interpolate":
             pos = pos / self.axis_scale(n, n_train)
-        elif strategy in ("ntk", "dynamic") and fn.scales(s := self.axis_scale(n, n_train)):
+        elif strategy in ("ntk", "dynamic") and scales(s := self.axis_scale(n, n_train)):
             d = 2 * len(inv_freq)  # width rotated along this axis
             exponent = torch.arange(len(inv_freq), dtype=torch.float32) * 2 / d  # 2i/d
             inv_freq = inv_freq * (self.base / fn.ntk_base(self.base, s, d)) ** exponent  # == base'^(-2i/d)

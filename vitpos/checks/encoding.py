@@ -22,9 +22,9 @@ def encoding_names(image: bool = True) -> str:
 
 
 def check_encoding(c: dict, image: bool) -> None:
-    """Name, strategy and options of ``encoding``, then the encoding built on the
-    model's geometry (its constructor checks widths and head dims)."""
-    from vitpos.encodings import EncodingContext, OptionError, create_encoding, get_encoding_class
+    """Name, strategy and options of ``encoding``, then the run's network built with it
+    (:func:`check_network`: the constructors check widths and head dims)."""
+    from vitpos.encodings import OptionError, get_encoding_class
 
     enc = dict(c["encoding"])
     name, module = enc.pop("name", None), enc.pop("module", None)
@@ -53,27 +53,49 @@ def check_encoding(c: dict, image: bool) -> None:
             raise UserError(
                 "encoding.strategy", f"'{name}' has no strategy {strategy!r}", f"valid: {', '.join(cls.strategies)}"
             )
-    m = c["model"]
-    if image:
-        h, w = as_hw(c["data"]["img_size"], "data.img_size")
-        prefix = int(m.get("num_prefix_tokens", m.get("pool") == "cls"))  # a timm model's (checks/timm_model.py)
-        grid = (h // m["patch_size"], w // m["patch_size"])
-    else:
-        grid, prefix = (c["data"]["train_len"],), 0
-    if m.get("num_heads", 0) < 1 or m.get("dim", 0) % max(1, m.get("num_heads", 1)):
-        raise UserError(
-            "model.dim",
-            f"{m.get('dim')} is not a multiple of model.num_heads={m.get('num_heads')}",
-            "change model.dim or model.num_heads",
-        )
-    ctx = EncodingContext(m["dim"], m["num_heads"], m["depth"], grid, prefix)
     try:
-        exercise(create_encoding(str(name), ctx, **enc), ctx)
-    except OptionError as err:  # a bad value of one option: the encoding names it (encoding.base, ...)
-        raise UserError(err.option, str(err).rstrip("."), f"configs/encoding/{name}.yaml has the defaults") from None
+        check_network(c, image, name, enc)
+    except OptionError as err:  # a bad value of one option, named by the class that owns the rule
+        fix = err.fix or f"configs/encoding/{name}.yaml has the defaults"
+        raise UserError(err.option, str(err).rstrip("."), fix) from None
     except (ValueError, TypeError, KeyError, RuntimeError) as err:
+        m = c["model"]
         message = str(err.args[0] if isinstance(err, KeyError) else err)
         raise UserError("encoding", message.rstrip("."), f"model: dim {m['dim']}, {m['num_heads']} heads") from None
+
+
+def check_network(c: dict, image: bool, name: str, options: dict) -> None:
+    """Build the run's own network as training builds it (:func:`vitpos.models.network`) and
+    run one example of the training size through it: the model's and the encoding's constructors
+    and hooks refuse what they cannot take (head widths, grids, tables built on first use). A timm
+    model (built on the ``meta`` device by :mod:`vitpos.checks.timm_model`) has its encoding built
+    on the timm model's geometry and its hooks run once."""
+    import torch
+
+    from vitpos.encodings import EncodingContext, create_encoding
+    from vitpos.integrations import is_timm
+    from vitpos.models.attention import check_heads
+
+    m = c["model"]
+    if is_timm(m):
+        check_heads(m["dim"], m["num_heads"])
+        h, w = as_hw(c["data"]["img_size"], "data.img_size")
+        grid = (h // m["patch_size"], w // m["patch_size"])
+        ctx = EncodingContext(m["dim"], m["num_heads"], m["depth"], grid, int(m.get("num_prefix_tokens", 0)))
+        return exercise(create_encoding(str(name), ctx, **options), ctx)
+    from vitpos.data.sequence import task_sizes
+    from vitpos.models import network
+
+    data = c["data"]
+    if image:
+        model = network(c, int(data.get("num_classes") or 10))
+        example = torch.zeros(1, 3, *as_hw(data["img_size"], "data.img_size"))  # (1, C, H, W)
+    else:
+        vocab, classes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))
+        model = network(c, classes, vocab)
+        example = torch.zeros(1, data["train_len"], dtype=torch.long)  # (1, N) tokens
+    with torch.no_grad():
+        model.eval()(example)
 
 
 def check_plugin(name, module) -> None:

@@ -42,11 +42,11 @@ from .cache import Grid, GridCache  # noqa: F401  (re-exported: every encoding i
 class OptionError(ValueError):
     """A bad encoding option. ``option`` names it as a config key
     (``encoding.base``); the message says what was wrong, what is allowed and
-    how to fix it."""
+    how to fix it (or ``fix`` does)."""
 
-    def __init__(self, option: str, message: str):
+    def __init__(self, option: str, message: str, fix: str | None = None):
         super().__init__(message)
-        self.option = option
+        self.option, self.fix = option, fix
 
 
 def check_choice(encoding: str, option: str, value, valid: Sequence[str]):

@@ -8,7 +8,7 @@ from timm.layers import DropPath, Mlp
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from vitpos.encodings import Grid, PositionalEncoding
+from vitpos.encodings import Grid, OptionError, PositionalEncoding
 
 
 def build_attention_mask(
@@ -53,6 +53,15 @@ def mask_dtype(x: torch.Tensor) -> torch.dtype:
     return x.dtype
 
 
+def check_heads(dim: int, num_heads: int) -> None:
+    """The width must split into ``num_heads`` equal heads: an :class:`OptionError` naming
+    ``model.dim`` otherwise (the models call this before they build their encoding, whose own
+    head-width rules assume it)."""
+    if num_heads < 1 or dim % num_heads:
+        raise OptionError("model.dim", f"{dim} is not a multiple of model.num_heads={num_heads}",
+                          fix="change model.dim or model.num_heads")  # fmt: skip
+
+
 class Attention(nn.Module):
     """Multi-head attention through ``scaled_dot_product_attention``.
 
@@ -62,8 +71,7 @@ class Attention(nn.Module):
 
     def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0):
         super().__init__()
-        if dim % num_heads:
-            raise ValueError(f"model.dim={dim} is not divisible by model.num_heads={num_heads}")
+        check_heads(dim, num_heads)
         self.num_heads, self.head_dim = num_heads, dim // num_heads
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)

@@ -8,7 +8,7 @@ from torch import nn
 
 from vitpos.encodings import EncodingContext, create_encoding
 
-from .attention import EncoderStack
+from .attention import EncoderStack, check_heads
 from .vit import _init_weights
 
 
@@ -54,6 +54,7 @@ class SequenceTransformer(nn.Module):
         self.causal, self.max_len = causal, max_len
         self.zero_token_embeddings = zero_token_embeddings
         self.embed = nn.Embedding(vocab_size, dim)
+        check_heads(dim, num_heads)  # before the encoding, whose head-width rules assume it
         enc = {"name": encoding} if isinstance(encoding, str) else dict(encoding)
         ctx = EncodingContext(dim=dim, num_heads=num_heads, depth=depth, grid=(max_len,))
         self.pos = create_encoding(enc.pop("name"), ctx, **enc)

@@ -10,7 +10,7 @@ from torch import nn
 from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.sizes import as_hw
 
-from .attention import EncoderStack
+from .attention import EncoderStack, check_heads
 
 
 class VisionTransformer(nn.Module):
@@ -49,6 +49,7 @@ class VisionTransformer(nn.Module):
         self.patch_embed = nn.Conv2d(in_chans, dim, patch_size, stride=patch_size)
         self.num_prefix_tokens = 1 if pool == "cls" else 0
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
+        check_heads(dim, num_heads)  # before the encoding, whose head-width rules assume it
         grid = (h // patch_size, w // patch_size)  # (rows, columns) of patches
         enc = {"name": encoding} if isinstance(encoding, str) else dict(encoding)
         ctx = EncodingContext(

@@ -27,12 +27,6 @@ from vitpos.models.compile import training_forward
 from .optim import configure_optimizers
 
 
-def model_options(cfg: dict) -> dict:
-    """``cfg["model"]`` as model constructor arguments: without ``compile``, which
-    chooses how training runs the model, not what the model is."""
-    return {k: v for k, v in cfg["model"].items() if k != "compile"}
-
-
 class MeanLoss(torchmetrics.Metric):
     """Mean loss over every scored item an epoch saw, on every DDP rank.
 

@@ -10,9 +10,9 @@ from timm.utils import ModelEmaV3
 from vitpos.integrations import is_timm
 from vitpos.integrations.timm import apply_encoding
 from vitpos.integrations.timm_weights import create_vit, geometry, load_planned, plan_checkpoint, read_checkpoint
-from vitpos.models import VisionTransformer
+from vitpos.models import network
 
-from .base import TaskModule, accuracy, model_options
+from .base import TaskModule, accuracy
 
 
 class ImageClassifier(TaskModule):
@@ -42,14 +42,7 @@ class ImageClassifier(TaskModule):
 
     def __init__(self, cfg: dict, pretrained: bool = False):
         data, task = cfg["data"], cfg.get("task", {})
-        if is_timm(cfg["model"]):  # model=timm: timm's ViT with the encoding in place of its positions
-            model = timm_model(cfg, pretrained)
-        else:
-            size, classes = data["img_size"], data["num_classes"]
-            model = VisionTransformer(
-                encoding=cfg["encoding"], img_size=size, num_classes=classes, **model_options(cfg)
-            )
-        super().__init__(cfg, model, num_classes=data["num_classes"])
+        super().__init__(cfg, image_network(cfg, pretrained), num_classes=data["num_classes"])
         self.save_hyperparameters(ignore=["pretrained"])  # rebuilt from a checkpoint, its weights are the checkpoint's
         self.ema = None
         if task.get("ema_decay", 0.0) > 0:
@@ -113,6 +106,14 @@ class ImageClassifier(TaskModule):
             self.test_acc_flip.update(logits.softmax(-1) + mirrored.softmax(-1), labels)
             self.log("test/acc_flip", self.test_acc_flip)
         return logits, labels
+
+
+def image_network(cfg: dict, pretrained: bool = False) -> torch.nn.Module:
+    """The network of an image run: vitpos's ViT, or with ``model=timm`` timm's ViT with the
+    encoding in place of its positions (:func:`timm_model`)."""
+    if is_timm(cfg["model"]):
+        return timm_model(cfg, pretrained)
+    return network(cfg, cfg["data"]["num_classes"])
 
 
 def timm_model(cfg: dict, pretrained: bool) -> torch.nn.Module:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from vitpos.data.sequence import IGNORE, task_sizes
-from vitpos.models.seq_transformer import SequenceTransformer
+from vitpos.models import network
 
-from .base import TaskModule, model_options
+from .base import TaskModule
 
 
 class SequenceTask(TaskModule):
@@ -21,14 +21,7 @@ class SequenceTask(TaskModule):
     def __init__(self, cfg: dict):
         data = cfg["data"]
         vocab, classes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))
-        model = SequenceTransformer(
-            encoding=cfg["encoding"],
-            vocab_size=vocab,
-            num_classes=classes,
-            max_len=data["train_len"],
-            **model_options(cfg),
-        )
-        super().__init__(cfg, model, num_classes=classes, ignore_index=IGNORE)
+        super().__init__(cfg, network(cfg, classes, vocab), num_classes=classes, ignore_index=IGNORE)
         self.save_hyperparameters()
 
     def logits_targets(self, batch, forward):

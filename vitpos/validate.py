@@ -5,14 +5,12 @@ before any run folder, logger or dataset exists. It raises :class:`UserError`,
 which the command line prints as one line ``error: <option>: <what> (<fix>)``
 with exit code 2 and no traceback (see ``vitpos.cli.run_main``).
 
-Each kind of rule has its module in :mod:`vitpos.checks`: the typed number options
-(``checks/options.py``), run names and threads (``checks/names.py``), data options and sizes
-(``checks/data.py``), memory (``checks/memory.py``), trainer keys (``checks/trainer.py``), a timm
-model and its checkpoint (``checks/timm_model.py``) and the encoding (``checks/encoding.py``). The
-task and the options it needs (``checks/task.py``) come first, as the other checks depend on them;
-the plain checks come next and need no torch; the trainer keys import Lightning, a timm model torch
-and timm, and the encoding checks build the encoding on the model's real geometry, so each
-encoding's own class stays the one place its rules are written.
+Each kind of rule has its module in :mod:`vitpos.checks`: the plain options (``checks/options.py``:
+the task and the options it needs, first, as the other checks depend on them; the typed options,
+run names, threads and trainer keys), data, sizes and memory (``checks/data.py``) and the model
+(``checks/model.py``: a timm model and its checkpoint, the encoding, then the run's own network
+built and run once, so each constructor stays the one place its rules are written). The plain
+checks come first and need no torch.
 
 One default depends on the model, so it is filled in here, once its patch size is known (a timm
 model's from timm): ``eval.resolutions=auto`` becomes the sizes it stands for
@@ -30,16 +28,19 @@ from vitpos.checks.data import (
     check_data_choices,
     check_data_counts,
     check_data_paths,
+    check_memory,
     check_sizes,
     eval_resolutions,
 )
-from vitpos.checks.encoding import check_encoding
-from vitpos.checks.memory import check_memory
-from vitpos.checks.names import check_run_names, check_threads
-from vitpos.checks.options import check_options
-from vitpos.checks.task import check_needed, check_task
-from vitpos.checks.timm_model import check_timm_checkpoint, with_timm_geometry
-from vitpos.checks.trainer import check_trainer_keys
+from vitpos.checks.model import check_encoding, check_timm_checkpoint, with_timm_geometry
+from vitpos.checks.options import (
+    check_needed,
+    check_options,
+    check_run_names,
+    check_task,
+    check_threads,
+    check_trainer_keys,
+)
 from vitpos.errors import UserError
 
 __all__ = ["UserError", "resolved", "validate"]

@@ -1,9 +1,12 @@
-"""``data.*`` and the evaluation sizes: choices, paths, sizes the patches tile, sizes the data set can give.
+"""``data.*`` and the evaluation sizes: choices, paths, sizes the patches tile, sizes the data set can
+give, and the memory each evaluation size needs.
 
 The rules the data module shares (:func:`check_image_data`, :func:`check_split`) are written in
 :mod:`vitpos.data.options`, the layer below, and called here on the composed config; the images
 of an ImageFolder tree are counted by :func:`vitpos.data.folder.list_images`, the listing the
-loader reads. Free of torch.
+loader reads. The memory estimate and its rule are :mod:`vitpos.eval_memory`'s, the same ones
+``python -m vitpos.extrapolate`` applies before it evaluates a checkpoint: an evaluation at
+4096 px is refused before training, not hours in. Free of torch.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 from vitpos.data.folder import list_images
 from vitpos.data.options import POLICIES, Counts, check_image_data, check_size, check_split, counts_of
 from vitpos.errors import UserError
+from vitpos.eval_memory import MEMORY_FRACTION, run_memory_problem
 from vitpos.sizes import default_resolutions
 
 
@@ -96,3 +100,14 @@ def check_data_counts(c: dict) -> None:
     counts = image_counts(c["data"])
     if counts is not None:
         check_split(c["data"], counts)
+
+
+__all__ = ["MEMORY_FRACTION", "check_memory"]
+
+
+def check_memory(c: dict, image: bool) -> None:
+    """Refuse a test size (the training size and every ``eval`` size) whose evaluation would not fit."""
+    counts = image_counts(c["data"]) if image else None
+    problem = run_memory_problem(c, "res" if image else "len", counts.test if counts else None)
+    if problem is not None:
+        raise problem

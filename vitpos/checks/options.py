@@ -1,25 +1,32 @@
-"""The typed options: one table of every plain number and true/false option (its type, bounds and
+"""The plain options of a composed config, checked before anything is written and without torch:
+``task.name`` and the options each task needs (checked first: every other check depends on the
+task), the typed options, the names a run turns into folders, the thread count and the
+``trainer.*`` keys (Lightning's ``Trainer`` arguments, imported only for that check).
+
+The typed options: one table of every plain number and true/false option (its type, bounds and
 help), one check. The table is the rule's one owner: the config check (:func:`check_options`),
 ``python train.py --help`` (:func:`help_lines`) and the config fuzzer's range of each option
 (tests/test_config_fuzz.py) all read it; the defaults are the config files' (configs/).
 
 Python counts ``True`` and ``False`` as the integers 1 and 0, and YAML turns ``true`` into
 ``True``: an integer option written as ``data.train_len=true`` would train on sequences of one
-token. :func:`vitpos.sizes.is_integer` is the one test of "an integer, not a boolean"; :data:`OPTIONS`
-declares each option once (integer or number, bounds, null allowed, the task it belongs to,
-the example the message suggests) and :func:`check_options` checks them all. The options
-whose rule involves another option (``data.img_size`` against ``model.patch_size``, the
-sizes against the data set) are checked in :mod:`vitpos.checks.data`, and so are the image sizes
-(a side or an ``[h, w]`` pair: ``data.img_size``, ``data.train_sizes``, ``data.native_size``,
-``eval.resolutions``, by :func:`vitpos.sizes.as_hw`).
+token. :func:`vitpos.sizes.is_integer` is the one test of "an integer, not a boolean". The
+options whose rule involves another option (``data.img_size`` against ``model.patch_size``, the
+sizes against the data set) are checked in :mod:`vitpos.checks.data`.
+
+``task.name``: :func:`vitpos.tasks.build.build` maps the name to its modules and refuses an
+unknown one too, but only after the run folder exists; :func:`check_task` refuses it before.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 from dataclasses import dataclass
 
 from vitpos.errors import UserError
+from vitpos.integrations import is_timm
 from vitpos.sizes import is_integer
 
 IMAGE, SEQUENCE = "image", "sequence"
@@ -256,3 +263,106 @@ def _used(c: dict, spec: Int | Number | Flag, task: str) -> bool:
         return False
     exempt = ABSENT if spec.unless is None else lookup(c, spec.unless)
     return exempt is ABSENT or not exempt
+
+
+#: the tasks vitpos.tasks.build.build knows (configs/task/<name>.yaml sets task.name)
+TASKS = ("classification", "sequence")
+
+
+def check_task(task) -> bool:
+    """True for an image task, False for a sequence task; a :class:`UserError` naming
+    ``task.name`` for anything else (``task`` is the config's ``task`` section)."""
+    name = task.get("name") if isinstance(task, dict) else None
+    if name not in TASKS:
+        raise UserError("task.name", f"unknown task {name!r}", f"valid: {', '.join(TASKS)} (task=...)")
+    return name != "sequence"
+
+
+#: the options the checks and the run read without a default, by task (None: every task); a
+#: ``~key`` override deletes one, and a model or data config of the other task lacks some
+NEEDS = {
+    None: ("data", "model", "encoding", "optim", "trainer", "run", "optim.lr", "trainer.max_epochs"),
+    "model": ("model.dim", "model.depth", "model.num_heads"),  # not for model=timm: timm's model has them
+    "image": ("data.name", "data.img_size"),
+    "image model": ("model.patch_size",),  # not for model=timm either
+    "sequence": ("data.task", "data.train_len", "data.vocab_size"),
+}
+#: where a missing option of a section comes from: the group configs of each task
+SOURCES = {
+    ("model", True): "an image model config sets it, e.g. model=vit_micro (configs/model/)",
+    ("model", False): "a sequence model config sets it: model=seq_small",
+    ("data", True): "an image data config sets it: data=cifar10 or data=shapes",
+    ("data", False): "a sequence data config sets it, e.g. data=seq_copy (configs/data/)",
+}
+
+
+def check_needed(c: dict, image: bool) -> None:
+    """Every option of :data:`NEEDS` this task reads is in the config ``c`` (a plain dict; a null
+    value is the typed checks' business, which say what it must be); ``model=timm`` needs no
+    model geometry: it comes from timm (``checks/model.py``)."""
+    timm = isinstance(c.get("model"), dict) and is_timm(c["model"])
+    groups = [None, "image" if image else "sequence"] + ([] if timm else ["model"] + ["image model"] * image)
+    for option in (o for g in groups for o in NEEDS[g]):
+        node = c
+        for key in option.split("."):
+            if not isinstance(node, dict) or key not in node:
+                section = option.split(".")[0]
+                fix = SOURCES.get((section, image), f"configs/ sets it; '~{option}' deletes it")
+                raise UserError(option, f"missing, and the {'image' if image else 'sequence'} task needs it", fix)
+            node = node[key]
+
+
+#: the config keys that become folder names under run.root (runs/<group>/<model>/<label>-<hash>/seed<k>)
+RUN_FOLDER_KEYS = ("group", "model", "label")
+
+
+def check_folder_name(option: str, value) -> None:
+    """The one check of every run-folder component: a plain name, nothing that leaves ``run.root``."""
+    text = str(value)
+    if not text or text in (".", "..") or "/" in text or "\\" in text or text.startswith("~") or "\0" in text:
+        raise UserError(
+            option,
+            f"must be a plain folder name, got {text!r}",
+            "no '/', '..' or absolute path; use run.root=DIR to choose where runs go",
+        )
+
+
+def check_run_names(run: dict) -> None:
+    """``run.group``, ``run.model`` and ``run.label`` become folder names under ``run.root``
+    (null ``model``/``label``: the model config's name, the encoding's)."""
+    for key in RUN_FOLDER_KEYS:
+        value = run.get(key)
+        if value is None and key != "group":
+            continue
+        check_folder_name(f"run.{key}", value)
+
+
+def check_threads(threads) -> None:
+    """``threads``: auto, a positive integer or null (the rule is :func:`vitpos.runtime.resolve_threads`)."""
+    from vitpos.runtime import resolve_threads
+
+    try:
+        if isinstance(threads, bool):  # resolve_threads would take true for 1 thread
+            raise ValueError(threads)
+        resolve_threads(threads)
+    except ValueError as err:
+        raise UserError(
+            "threads", f"{threads!r} is not a thread count", "valid: auto, a positive integer, or null"
+        ) from err
+
+
+def trainer_options() -> set[str]:
+    """The keyword arguments of ``lightning.pytorch.Trainer``."""
+    from lightning.pytorch import Trainer
+
+    return set(inspect.signature(Trainer.__init__).parameters) - {"self"}
+
+
+def check_trainer_keys(trainer: dict) -> None:
+    """A key Lightning does not take is refused with the closest one it does."""
+    valid = trainer_options()
+    for key in trainer:
+        if key not in valid:
+            close = difflib.get_close_matches(key, sorted(valid), n=1)
+            hint = f"did you mean trainer.{close[0]}?" if close else "see lightning.pytorch.Trainer for the valid keys"
+            raise UserError(f"trainer.{key}", "not an option of Lightning's Trainer", hint)

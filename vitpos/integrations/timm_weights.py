@@ -1,6 +1,6 @@
 """The timm model of ``python train.py model=timm``, and the weights of a timm checkpoint file for it.
 
-One owner for three rules that the config check (``vitpos/checks/timm_model.py``, before anything
+One owner for three rules that the config check (``vitpos/checks/model.py``, before anything
 is written) and the task (``vitpos/tasks/classification.py``, when it builds the model) share:
 
 - which model ``model.name`` and ``model.kwargs`` make (:func:`create_vit`): a timm

@@ -1,7 +1,7 @@
 """The network of a run from its plain config: one builder for training and for the config check.
 
 The tasks (:mod:`vitpos.tasks`) train what :func:`network` builds, and the config check
-(:mod:`vitpos.checks.encoding`) builds the same network before anything is written, so the
+(:mod:`vitpos.checks.model`) builds the same network before anything is written, so the
 model's and the encoding's constructors are the one place their rules are written.
 """
 

@@ -1,15 +1,25 @@
-"""``encoding.*``: the name, strategy and options of the encoding, then the encoding built on the
-model's real geometry, so each encoding's own class stays the one place its rules (options,
-value ranges, strategies and aliases, widths, head dims) are written.
+"""The model: ``encoding.*`` (name, strategy, options), then the run's own network built with it and
+one example run through it, so each encoding's class and each model's constructor stay the one
+place their rules (options, value ranges, strategies and aliases, widths, head dims) are written.
 
-The encodings (and so torch) are imported inside the functions: the plain checks that run
-before these refuse a bad option without loading torch."""
+``model=timm``: ``model.name``, ``model.kwargs`` and ``model.checkpoint``. A timm model's patch
+size, width, heads and depth come from the model itself: :func:`with_timm_geometry` reads them
+(:func:`vitpos.integrations.timm_weights.geometry`) from the model built on the ``meta`` device
+(shapes, no memory) and fills them into the config's ``model`` section that the size, memory and
+encoding checks read. :func:`check_timm_checkpoint` reads the file and refuses a key whose shape
+does not fit, by the same rule the task loads it with
+(:func:`vitpos.integrations.timm_weights.plan_checkpoint`).
+
+torch is imported inside the functions: the plain checks that run before these refuse a bad
+option without loading it.
+"""
 
 from __future__ import annotations
 
 import math
 
 from vitpos.errors import UserError
+from vitpos.integrations import is_timm
 from vitpos.sizes import as_hw
 
 
@@ -68,7 +78,7 @@ def check_network(c: dict, image: bool, name: str, options: dict) -> None:
     """Build the run's own network as training builds it (:func:`vitpos.models.network`) and
     run one example of the training size through it: the model's and the encoding's constructors
     and hooks refuse what they cannot take (head widths, grids, tables built on first use). A timm
-    model (built on the ``meta`` device by :mod:`vitpos.checks.timm_model`) has its encoding built
+    model (built on the ``meta`` device by :func:`with_timm_geometry`) has its encoding built
     on the timm model's geometry and its hooks run once."""
     import torch
 
@@ -131,3 +141,37 @@ def exercise(pe, ctx) -> None:
         pe.after_block(torch.zeros(1, ctx.num_prefix_tokens + n, ctx.dim), ctx.grid, 0)  # (B, P + N, D)
         pe.rotate_qk(q, q, ctx.grid, 0)
         pe.attention_bias(ctx.grid, 0, torch.device("cpu"), torch.float32)
+
+
+def with_timm_geometry(c: dict, image: bool) -> dict:
+    """``c["model"]``, with a timm model's ``patch_size``, ``dim``, ``num_heads``, ``depth`` and
+    ``num_prefix_tokens`` filled in; a :class:`UserError` naming ``model.name`` (or
+    ``model.kwargs``) for a model that is not a timm ViT vitpos can convert."""
+    m = c["model"]
+    if not is_timm(m):
+        return m
+    if not image:
+        raise UserError("model", "model=timm is an image model", "task=classification, or model=seq_small")
+    if not isinstance(m.get("name"), str) or not m["name"]:
+        raise UserError(
+            "model.name", f"must name a timm model, got {m.get('name')!r}", "model.name=vit_tiny_patch16_224"
+        )
+    if not isinstance(m.get("kwargs") or {}, dict):
+        raise UserError("model.kwargs", f"must be a mapping, got {m.get('kwargs')!r}", "model.kwargs={depth:6}")
+    from vitpos.integrations.timm_weights import create_vit, geometry
+
+    model = create_vit(m, int(c["data"].get("num_classes") or 1), None, device="meta")
+    return {**m, **geometry(model)}
+
+
+def check_timm_checkpoint(c: dict) -> None:
+    """``model.checkpoint`` (null: timm's initialisation): a readable state dict whose keys fit
+    the model ``model.name`` makes for this data (after :func:`with_timm_geometry`)."""
+    m = c["model"]
+    if not is_timm(m) or m.get("checkpoint") is None:
+        return
+    from vitpos.integrations.timm_weights import create_vit, plan_checkpoint, read_checkpoint
+
+    state = read_checkpoint(m["checkpoint"])
+    model = create_vit(m, int(c["data"].get("num_classes") or 1), c["data"]["img_size"], device="meta")
+    plan_checkpoint(model, state, str((c.get("encoding") or {}).get("name")), m["checkpoint"])

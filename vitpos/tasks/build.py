@@ -12,6 +12,7 @@ from pathlib import Path
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
+from vitpos.checks.options import check_task
 from vitpos.data.images import ImageDataModule
 from vitpos.data.sequence import SequenceDataModule
 from vitpos.encodings import get_encoding_class
@@ -21,8 +22,6 @@ from vitpos.run.checkpoint import load_checkpoint, task_kind
 
 from .classification import ImageClassifier
 from .sequence import SequenceTask
-
-TASKS = ("classification", "sequence")
 
 
 def build(cfg: DictConfig | dict, pretrained: bool = True) -> tuple[L.LightningModule, L.LightningDataModule]:
@@ -34,15 +33,12 @@ def build(cfg: DictConfig | dict, pretrained: bool = True) -> tuple[L.LightningM
     ``pretrained``: load ``model.checkpoint`` (``model=timm``) into the new model;
     False where a vitpos checkpoint's weights replace them anyway."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    name = (plain.get("task") or {}).get("name")
-    if name == "classification":
+    if check_task(plain.get("task")):  # the one rule of task.name (vitpos/checks/options.py)
         data_opts = {k: v for k, v in plain["data"].items() if k != "num_classes"}
         datamodule = ImageDataModule(**data_opts, shuffle_seed=int(plain.get("seed", 0)))
         plain["data"]["num_classes"] = datamodule.num_classes
         return ImageClassifier(plain, pretrained), datamodule
-    if name == "sequence":
-        return SequenceTask(plain), SequenceDataModule(**plain["data"])
-    raise UserError("task.name", f"unknown task {name!r}", f"valid: {', '.join(TASKS)} (task=...)")
+    return SequenceTask(plain), SequenceDataModule(**plain["data"])
 
 
 def load_plugin(module: str | None) -> None:

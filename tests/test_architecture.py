@@ -216,3 +216,19 @@ def test_no_speed_figure_lives_in_the_code():
     lives in docs/performance.md with its source and machine."""
     found = lines_matching(SPEED_FIGURE, ("vitpos",))
     assert not found, "move the figure to docs/performance.md:\n  " + "\n  ".join(found)
+
+
+#: test doubles: ``unittest.mock`` in any form (``from unittest import mock``, ``import unittest.mock``, ``mock.patch``)
+TEST_DOUBLE = re.compile(r"\bunittest\.mock\b|\bfrom\s+unittest\s+import\b.*\bmock\b|\bimport\s+mock\b|\bmock\.patch")
+
+
+def test_no_code_outside_the_tests_patches_with_mock():
+    """Patching is for tests: the package, its Hydra plugins, train.py, scripts and benchmarks get
+    what they need through the APIs they use (a launcher overrides its plugin's ``launch``; it
+    does not patch submitit while it runs)."""
+    found = lines_matching(TEST_DOUBLE, ("vitpos", "hydra_plugins", "scripts", "bench"))
+    found += [f"train.py:{n}: {line.strip()}" for n, line in enumerate((ROOT / "train.py").read_text().splitlines(), 1)
+              if TEST_DOUBLE.search(line)]  # fmt: skip
+    assert not found, "patching outside tests/:\n  " + "\n  ".join(found)
+    old = "        from unittest import mock  # here, not at the top\n        with mock.patch.object(a, 'b', c):"
+    assert all(TEST_DOUBLE.search(line) for line in old.splitlines())  # the forms it looks for

@@ -126,13 +126,13 @@ SKIP = {
         "torch.compile of every encoding (minutes); `python -m bench.run step rope` is replayed at quick=true"
     ),
     "python scripts/rebuild_reports.py": "rewrites the committed reports in docs/ (tracked files), by design",
-    "python train.py -m experiment=compare_cifar_full seed=0,1,2 trainer=gpu hydra/launcher=submitit_slurm": (
-        "submits GPU jobs to a SLURM cluster; the submitit_local dry run of docs/cluster.md is replayed"
+    "python train.py -m experiment=compare_cifar_full seed=0,1,2 trainer=gpu hydra/launcher=vitpos_slurm": (
+        "submits GPU jobs to a SLURM cluster; the vitpos_local dry run of docs/cluster.md is replayed"
     ),
     "python train.py -m experiment=compare_cifar_full encoding=rope_2d seed=0 trainer=ddp": (
         "two SLURM nodes of 4 GPUs each; tests/test_ddp_torchrun.py runs the DDP path on CPU processes"
     ),
-    "python train.py -m experiment=compare_cifar_gpu seed=0,1 hydra/launcher=submitit_slurm": (
+    "python train.py -m experiment=compare_cifar_gpu seed=0,1 hydra/launcher=vitpos_slurm": (
         "a SLURM cluster with GPUs; tests/test_submitit.py composes it (no joblib option left with the launcher)"
     ),
     "srun": "inside a SLURM allocation of GPU nodes",

@@ -1,5 +1,5 @@
-"""Sweeps through Hydra's submitit launcher (``hydra/launcher=submitit_local``: every job in a
-process of its own, as on a SLURM cluster with ``submitit_slurm``), on CPU at a tiny size.
+"""Sweeps through vitpos's submitit launcher (``hydra/launcher=vitpos_local``: every job in a
+process of its own, as on a SLURM cluster with ``vitpos_slurm``), on CPU at a tiny size.
 
 The sweep command runs in process (``train.py``'s ``main``); its jobs are submitit's own
 processes. The jobs' lines go to their logs under ``<sweep>/.submitit/``, and the sweep's
@@ -7,6 +7,7 @@ summary (vitpos/run/sweep.py) is printed by the launching process from the job f
 finished (``outcome.txt``), failed (``error.log``) or missing (neither: a killed job).
 The preemption test kills a job's process (a real signal): the sweep waits for the other job and
 lists the killed one as missing (hydra_plugins/vitpos_submitit), and resubmitting resumes it.
+The plugin's own names (``submitit_local``, ``submitit_slurm``) compose to the plugin's launchers.
 """
 
 import json
@@ -27,7 +28,7 @@ TINY = [
     "data.num_test=64", "data.batch_size=64", "trainer.enable_progress_bar=false", "task.pictures=false",
     "eval.resolutions=[]",
 ]  # fmt: skip
-LOCAL = ["-m", "hydra/launcher=submitit_local"]
+LOCAL = ["-m", "hydra/launcher=vitpos_local"]
 
 
 @pytest.fixture(autouse=True)
@@ -94,27 +95,113 @@ def test_every_job_is_waited_for_and_a_dead_one_is_left_missing_or_failed(tmp_pa
     assert (tmp_path / "4" / "error.log").read_text() == "error: MemoryError: out of memory\n"
 
 
-def test_the_plugin_launchers_are_replaced_and_submitit_local_splits_the_cores(monkeypatch):
-    """SweepReport swaps each submitit launcher for vitpos's (Hydra instantiates it from the
-    hydra_plugins package), leaves other launchers alone, and ``VITPOS_JOBS_AT_ONCE`` (set by the
-    local launcher for its jobs) is the job count ``threads=auto`` divides the cores by."""
+PLUGIN = "hydra_plugins.hydra_submitit_launcher.submitit_launcher."
+OURS = "hydra_plugins.vitpos_submitit.tolerant."
+
+
+@pytest.mark.parametrize(
+    ("choice", "target"),
+    [("vitpos_slurm", OURS + "TolerantSlurmLauncher"), ("vitpos_local", OURS + "TolerantLocalLauncher"),
+     ("submitit_slurm", PLUGIN + "SlurmLauncher"), ("submitit_local", PLUGIN + "LocalLauncher")],
+)  # fmt: skip
+def test_the_launcher_a_user_names_is_the_one_that_runs(choice, target):
+    """``hydra/launcher=vitpos_slurm`` composes to vitpos's class, with every option of the plugin's
+    config; the plugin's own names compose to the plugin's own classes, left as they are."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import get_class
+    from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
+
+    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=[f"hydra/launcher={choice}"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == target
+    fields = (SlurmQueueConf if "slurm" in choice else LocalQueueConf).__dataclass_fields__
+    assert set(launcher) == set(fields)
+    plugin_class = PLUGIN + ("SlurmLauncher" if "slurm" in choice else "LocalLauncher")
+    # by name: Hydra's plugin scan executes the plugin modules again, each time with new class objects
+    assert plugin_class in [f"{c.__module__}.{c.__qualname__}" for c in get_class(target).__mro__]
+
+
+class FakeExecutor:
+    """``submitit.AutoExecutor`` as the launchers drive it: what they pass, and jobs that return
+    (or raise) without any process."""
+
+    outcomes: list = []
+
+    def __init__(self, **init):
+        self.calls = [("init", init)]
+
+    def update_parameters(self, **params):
+        self.calls.append(("parameters", params))
+
+    def map_array(self, fn, *iterables):
+        self.calls.append(("map_array", [list(column) for column in iterables[:4]]))
+        FakeExecutor.last = self
+        return [FakeJob(outcome) for outcome in FakeExecutor.outcomes]
+
+
+@pytest.mark.parametrize("kind", ["slurm", "local"])
+def test_our_launch_submits_as_the_plugin_does_and_waits_for_every_job(kind, tmp_path, monkeypatch):
+    """vitpos's ``launch`` gives the executor the plugin's own parameters and job arguments (the
+    plugin's ``launch``, run on the same fake executor, passes the same), then collects every job:
+    a killed first job is left missing (its folder, no result file) where the plugin's raises."""
+    import submitit
+    from hydra.core.utils import JobReturn
+    from hydra_plugins.hydra_submitit_launcher import submitit_launcher as plugin
     from omegaconf import OmegaConf
+    from submitit.core.utils import UncompletedJobError
 
+    from hydra_plugins.vitpos_submitit import tolerant
+
+    monkeypatch.setattr(submitit, "AutoExecutor", FakeExecutor)  # a test double: no process, no cluster
+    params = {"submitit_folder": str(tmp_path / ".submitit/%j"), "timeout_min": 5, "name": "app"}
+    if kind == "slurm":
+        params |= {"partition": "gpu", "max_num_timeout": 3}
+    overrides = [["encoding=rope_2d"], ["encoding=learned_1d"]]
+
+    def launch(cls, outcomes):
+        launcher = cls(**params)
+        launcher.config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}})
+        FakeExecutor.outcomes = outcomes
+        return launcher.launch(overrides, 3), FakeExecutor.last.calls
+
+    theirs, ours = getattr(plugin, f"{kind.title()}Launcher"), getattr(tolerant, f"Tolerant{kind.title()}Launcher")
+    done = JobReturn()
+    returns, calls = launch(ours, [done, done])
+    assert returns == [done, done] and calls == launch(theirs, [done, done])[1]
+    slurm = kind == "slurm"
+    folder = params["submitit_folder"]
+    assert calls == [
+        ("init", {"cluster": kind, "folder": folder} | ({"slurm_max_num_timeout": 3} if slurm else {})),
+        ("parameters", {"timeout_min": 5, "name": "app"} | ({"slurm_partition": "gpu"} if slurm else {})),
+        ("map_array", [overrides, ["hydra.sweep.dir"] * 2, [3, 4], ["job_id_for_3", "job_id_for_4"]]),
+    ]
+
+    killed = [UncompletedJobError("Job 7 has not produced any output"), done]
+    with pytest.raises(UncompletedJobError):
+        launch(theirs, killed)
+    returns, _ = launch(ours, killed)
+    assert returns[1] is done and returns[0].return_value is None
+    assert list((tmp_path / "3").iterdir()) == []  # missing: neither outcome.txt nor error.log
+
+
+def test_each_vitpos_local_job_is_told_how_many_run_at_once(monkeypatch):
+    """``VITPOS_JOBS_AT_ONCE`` is set in each job's own process (the launcher, pickled with the job
+    count, runs the job there) and is the job count ``threads=auto`` divides the cores by."""
+    import pickle
+
+    from hydra_plugins.vitpos_submitit.tolerant import TolerantLocalLauncher
     from vitpos import runtime
-    from vitpos.run.sweep import wait_for_every_submitit_job
 
-    plugin = "hydra_plugins.hydra_submitit_launcher.submitit_launcher."
-    for name, ours in (("LocalLauncher", "TolerantLocalLauncher"), ("SlurmLauncher", "TolerantSlurmLauncher"),
-                       ("nosuch.JoblibLauncher", None)):  # fmt: skip
-        target = name if "." in name else plugin + name
-        config = OmegaConf.create({"hydra": {"launcher": {"_target_": target}}})
-        OmegaConf.set_readonly(config.hydra, True)  # as Hydra hands it to the callback
-        wait_for_every_submitit_job(config)
-        expected = f"hydra_plugins.vitpos_submitit.tolerant.{ours}" if ours else target
-        assert config.hydra.launcher._target_ == expected
+    monkeypatch.delenv("VITPOS_JOBS_AT_ONCE", raising=False)
+    (base,) = [c for c in TolerantLocalLauncher.__mro__ if c.__name__ == "BaseSubmititLauncher"]  # the plugin's
+    monkeypatch.setattr(base, "__call__", lambda self, *args: runtime.sweep_jobs())  # the job: its thread count
+    launcher = TolerantLocalLauncher()
+    launcher.jobs_at_once = 4  # as launch() sets it before submitting
+    assert runtime.sweep_jobs() == 1
+    assert pickle.loads(pickle.dumps(launcher))(["encoding=rope_2d"], "hydra.sweep.dir", 0, "id", {}) == 4
 
     monkeypatch.setattr(runtime, "usable_cores", lambda: 8)
-    monkeypatch.setenv("VITPOS_JOBS_AT_ONCE", "4")
     assert runtime.sweep_jobs() == 4 and runtime.resolve_threads("auto", runtime.sweep_jobs()) == 2
     assert runtime.launcher_workers() == 1  # no joblib workers: each submitit job prints to its own log
     monkeypatch.delenv("VITPOS_JOBS_AT_ONCE")
@@ -147,7 +234,7 @@ def test_a_preempted_job_is_missing_the_sweep_waits_for_the_others_and_resubmiss
     """One job's process (the one holding its run folder's ``.lock``) is killed with SIGKILL inside
     epoch 2, as a preemption or a node failure would. The launching process still waits for the
     other job, and its summary lists the killed one as missing (hydra_plugins/vitpos_submitit:
-    the plugin alone stops at the first dead job with a traceback). The same sweep command again
+    the plugin's own launcher stops at the first dead job with a traceback). The same sweep command again
     skips the finished job and resumes the killed one from ``last.ckpt`` (resume=auto;
     vitpos/run/resume.py). Its weights and metrics equal those of a run that was never stopped
     (test_resume.py compares a plain run the same way)."""
@@ -242,9 +329,10 @@ def test_the_cluster_page_has_its_commands_and_names_real_launcher_options():
     from hydra_plugins.hydra_submitit_launcher.config import SlurmQueueConf
 
     commands = [" ".join(w) for w in page_commands()]
-    assert any("hydra/launcher=submitit_slurm" in c and "trainer.num_nodes=2" not in c for c in commands)
-    assert any("hydra/launcher=submitit_slurm" in c and "trainer.num_nodes=2" in c for c in commands)
-    assert any("hydra/launcher=submitit_local" in c for c in commands)
+    assert any("hydra/launcher=vitpos_slurm" in c and "trainer.num_nodes=2" not in c for c in commands)
+    assert any("hydra/launcher=vitpos_slurm" in c and "trainer.num_nodes=2" in c for c in commands)
+    assert any("hydra/launcher=vitpos_local" in c for c in commands)
+    assert not any("hydra/launcher=submitit_" in c for c in commands)  # the plugin's own: no killed job reported
     table = re.findall(r"^\| `(\w+)` \|", CLUSTER_PAGE.read_text(), re.M)
     assert "partition" in table and "array_parallelism" in table
     assert set(table) <= set(SlurmQueueConf.__dataclass_fields__), set(table) - set(SlurmQueueConf.__dataclass_fields__)

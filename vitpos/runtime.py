@@ -9,7 +9,7 @@ short CIFAR-10 training reaches the float32 accuracy (docs/performance.md).
 
 threads ``auto``: ``torch`` threads = usable cores / concurrent jobs, where
 the job count comes from the Hydra joblib launcher (``hydra.launcher.n_jobs``)
-or from ``submitit_local`` (every job at once) when a sweep runs jobs side by side. Two jobs that each use every core
+or from ``vitpos_local`` (every job at once) when a sweep runs jobs side by side. Two jobs that each use every core
 oversubscribe OpenMP and collapse to a few images/s.
 """
 
@@ -93,8 +93,8 @@ def launcher_workers() -> int:
 
 
 def sweep_jobs() -> int:
-    """Jobs a sweep runs side by side on this machine: ``submitit_local``'s jobs, all at once
-    (its launcher sets ``VITPOS_JOBS_AT_ONCE``: hydra_plugins/vitpos_submitit/tolerant.py), or
+    """Jobs a sweep runs side by side on this machine: ``hydra/launcher=vitpos_local``'s jobs, all
+    at once (its launcher sets ``VITPOS_JOBS_AT_ONCE``: hydra_plugins/vitpos_submitit/tolerant.py), or
     the joblib launcher's workers; 1 outside such a sweep."""
     at_once = os.environ.get("VITPOS_JOBS_AT_ONCE", "")
     return int(at_once) if at_once.isdigit() and int(at_once) > 0 else launcher_workers()

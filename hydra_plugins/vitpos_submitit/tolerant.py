@@ -1,5 +1,6 @@
-"""Hydra's submitit launchers (``hydra/launcher=submitit_local`` and ``submitit_slurm``, from
-Facebook Research's ``hydra-submitit-launcher``) made to wait for every job of a sweep.
+"""vitpos's submitit launchers, ``hydra/launcher=vitpos_slurm`` and ``hydra/launcher=vitpos_local``:
+Hydra's ``submitit_slurm`` and ``submitit_local`` (Facebook Research's ``hydra-submitit-launcher``),
+with the same options, made to wait for every job of a sweep.
 
 The plugin collects its jobs' results in order with ``job.results()``, which raises for a job
 whose process ended without a result (SIGKILL, a preempted or failed node, a wall-time limit):
@@ -15,28 +16,33 @@ every job:
   its first line goes to ``<sweep>/<n>/error.log``, like every other failed job's.
 
 The jobs' own failures (bad input, a crash in training) are already caught and recorded inside
-the job (``train.py``); this only covers the processes that die. ``submitit_local`` also tells its
+the job (``train.py``); this only covers the processes that die. ``vitpos_local`` also tells its
 jobs how many run at once (``VITPOS_JOBS_AT_ONCE``), so ``threads=auto`` gives each a share of
 the cores, as with the joblib launcher.
 
-:class:`vitpos.run.sweep.SweepReport` puts these classes in place of the plugin's when a sweep
-starts: the user keeps writing ``hydra/launcher=submitit_slurm``. Hydra loads a launcher class
-only from the ``hydra_plugins`` package, hence this package.
+The launchers are chosen by name only (``configs/hydra/launcher/vitpos_*.yaml``: the plugin's
+config with ``_target_`` set to a class here); ``hydra/launcher=submitit_slurm`` runs the plugin's
+own. Hydra loads a launcher class only from the ``hydra_plugins`` package, hence this package.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 from pathlib import Path
 
-from hydra.core.utils import JobReturn, JobStatus
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 
 try:
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher, SlurmLauncher
-except ImportError:  # the plugin is optional (pip install -e ".[cluster]"); without it there is nothing to wrap
+except ImportError:  # the plugin is optional (pip install -e ".[cluster]"); without it there is nothing to extend
     LocalLauncher = SlurmLauncher = None
 
-JOBS_AT_ONCE = "VITPOS_JOBS_AT_ONCE"  # read by vitpos.runtime.sweep_jobs in every job of submitit_local
+JOBS_AT_ONCE = "VITPOS_JOBS_AT_ONCE"  # read by vitpos.runtime.sweep_jobs in every job of vitpos_local
+log = logging.getLogger(__name__)
 
 
 def wait_for_every_job(jobs, first_num: int, sweep_dir: Path) -> list[JobReturn]:
@@ -64,38 +70,52 @@ def wait_for_every_job(jobs, first_num: int, sweep_dir: Path) -> list[JobReturn]
 
 
 class WaitForEveryJob:
-    """The plugin's ``launch``, with its results collected by :func:`wait_for_every_job`."""
+    """The plugin's ``launch``, its results collected by :func:`wait_for_every_job`."""
 
     def launch(self, job_overrides, initial_job_idx):
-        from unittest import mock  # here, not at the top: Hydra imports this module at every plugin scan
+        """Submit as the plugin's ``launch`` does, then wait for every job. An override, not a call
+        of the plugin's: that one ends by reading each job's results in order and raises at the
+        first dead job, and it keeps its jobs to itself; so its executor set-up (the parameters'
+        names, the sweep folder, each job's arguments) is repeated here."""
+        import submitit  # here, not at the top: Hydra imports this module at every plugin scan
 
-        import submitit
-
-        submitted = []
-        submit = submitit.AutoExecutor.map_array
-
-        def keep_the_jobs(executor, fn, *iterables):
-            submitted.extend(submit(executor, fn, *iterables))
-            return []  # the plugin's own loop over results (which stops at the first dead job) sees none
-
-        # submitit_local starts every job at once on this machine: each takes its share of the cores
-        shares = {JOBS_AT_ONCE: str(len(job_overrides))} if self._EXECUTOR == "local" else {}
-        with mock.patch.object(submitit.AutoExecutor, "map_array", keep_the_jobs), mock.patch.dict(os.environ, shares):
-            super().launch(job_overrides, initial_job_idx)
-        return wait_for_every_job(submitted, initial_job_idx, Path(str(self.config.hydra.sweep.dir)))
+        init = {"max_num_timeout"}  # the plugin's: an argument of the executor, the rest are parameters
+        shared = {field.name for field in dataclasses.fields(BaseQueueConf)}  # every executor's: no prefix
+        executor = submitit.AutoExecutor(
+            cluster=self._EXECUTOR,
+            folder=self.params["submitit_folder"],
+            **{f"{self._EXECUTOR}_{k}": v for k, v in self.params.items() if k in init},
+        )
+        executor.update_parameters(**{
+            k if k in shared else f"{self._EXECUTOR}_{k}": v
+            for k, v in self.params.items() if k not in init | {"submitit_folder"}
+        })  # fmt: skip
+        log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {self.config.hydra.sweep.dir}")
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        if "mode" in self.config.hydra.sweep:
+            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        nums = range(initial_job_idx, initial_job_idx + len(job_overrides))
+        for num, overrides in zip(nums, job_overrides):
+            log.info(f"\t#{num} : {' '.join(filter_overrides(overrides))}")
+        args = [(list(o), "hydra.sweep.dir", n, f"job_id_for_{n}", Singleton.get_state())
+                for n, o in zip(nums, job_overrides)]  # fmt: skip
+        self.jobs_at_once = len(job_overrides)  # pickled with the launcher: every job's process sees it
+        jobs = executor.map_array(self, *zip(*args))
+        return wait_for_every_job(jobs, initial_job_idx, sweep_dir)
 
 
 if LocalLauncher is not None:
 
     class TolerantLocalLauncher(WaitForEveryJob, LocalLauncher):
-        """``hydra/launcher=submitit_local``, waiting for every job."""
+        """``hydra/launcher=vitpos_local``: ``submitit_local``, waiting for every job."""
+
+        def __call__(self, *args, **kwargs):
+            """One job, in its own process (submitit unpickles this launcher there): the job count
+            in its environment first. Every job starts at once on this machine, each takes its
+            share of the cores."""
+            os.environ[JOBS_AT_ONCE] = str(self.jobs_at_once)
+            return super().__call__(*args, **kwargs)
 
     class TolerantSlurmLauncher(WaitForEveryJob, SlurmLauncher):
-        """``hydra/launcher=submitit_slurm``, waiting for every job."""
-
-    TOLERANT = {  # the plugin's class (its config's _target_) -> the one put in its place
-        f"{cls.__module__}.{cls.__name__}": f"{__name__}.{tolerant.__name__}"
-        for cls, tolerant in ((LocalLauncher, TolerantLocalLauncher), (SlurmLauncher, TolerantSlurmLauncher))
-    }
-else:
-    TOLERANT = {}
+        """``hydra/launcher=vitpos_slurm``: ``submitit_slurm``, waiting for every job."""

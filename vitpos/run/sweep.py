@@ -83,22 +83,6 @@ def record_outcome(job_dir: str | Path, metrics: dict[str, float], run_folder: P
     (Path(job_dir) / OUTCOME_FILE).write_text(f"test/acc {acc:.4f} ({run_folder})\n")
 
 
-def wait_for_every_submitit_job(config) -> None:
-    """Put vitpos's submitit launchers (hydra_plugins/vitpos_submitit/tolerant.py) in place of the
-    plugin's, before Hydra builds the launcher: they wait for every job and leave a killed job
-    behind as missing, where the plugin's stop at the first dead job with a traceback."""
-    from omegaconf import open_dict, read_write
-
-    try:
-        from hydra_plugins.vitpos_submitit.tolerant import TOLERANT
-    except ImportError:  # vitpos used as a library without its plugin package on the path
-        return
-    target = str(config.hydra.launcher.get("_target_"))
-    if target in TOLERANT:
-        with read_write(config.hydra), open_dict(config.hydra):
-            config.hydra.launcher._target_ = TOLERANT[target]
-
-
 def job_name(config) -> str:
     overrides = config.hydra.overrides.task
     return " ".join(str(o) for o in overrides) or "(no overrides)"
@@ -118,7 +102,6 @@ class SweepReport(Callback):
 
     def on_multirun_start(self, config, **kwargs) -> None:
         _failed.clear()  # a new sweep: an earlier one in this process (train.py's main called twice) is not this one
-        wait_for_every_submitit_job(config)
         signals.install(owner=True, jobs_elsewhere=not str(config.hydra.launcher._target_).endswith(BASIC_LAUNCHER))
 
     def on_run_start(self, config, **kwargs) -> None:

@@ -21,6 +21,7 @@ written: one line, exit code 2.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -53,6 +54,23 @@ def rebuild(name: str, source: Path, into: Path = RESULTS) -> Path:
     return out
 
 
+def check_into(into: Path, names: list[str]) -> None:
+    """``--into DIR``: a folder this process may write, or a path it can make one at, with no file
+    where a report's folder ``DIR/<name>`` goes; a :class:`ValueError` holding the one-line refusal
+    otherwise (before anything is written, not an ``OSError`` from ``mkdir`` halfway through)."""
+    fix = "give a folder to write the reports into, e.g. --into /tmp/reports"
+    if into.exists() and not into.is_dir():
+        raise ValueError(f"--into: {into} is a file, not a folder ({fix})")
+    above = next(p for p in (into, *into.parents) if p.exists())  # the nearest part of the path that exists
+    if not above.is_dir():
+        raise ValueError(f"--into: {into} lies under the file {above}, not a folder ({fix})")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise ValueError(f"--into: {into} cannot be written: {above} is not writable ({fix})")
+    for name in names:
+        if (into / name).exists() and not (into / name).is_dir():
+            raise ValueError(f"--into: {into / name} is a file, not the folder of report {name} ({fix})")
+
+
 def plan(argv: list[str]) -> tuple[list[tuple[str, Path]], Path]:
     """((name, runs folder) to rebuild, the folder to write into) from the arguments; a
     :class:`ValueError` holding the one-line refusal when they are not usable."""
@@ -75,6 +93,7 @@ def plan(argv: list[str]) -> tuple[list[tuple[str, Path]], Path]:
             raise ValueError(
                 f"RUNS_FOLDER={source}: no such folder (give the folder the runs are in, e.g. runs/{name})"
             )
+        check_into(into, [name])
         return [(name, source)], into
     if len(rest) == 1:
         if rest[0] not in found:
@@ -82,7 +101,9 @@ def plan(argv: list[str]) -> tuple[list[tuple[str, Path]], Path]:
                 f"NAME={rest[0]}: no docs/results/{rest[0]}/runs snapshot "
                 f"(give a name with one: {', '.join(found)}; or NAME RUNS_FOLDER)"
             )
+        check_into(into, [rest[0]])
         return [(rest[0], found[rest[0]])], into
+    check_into(into, list(found))
     return list(found.items()), into
 
 

@@ -1,12 +1,15 @@
 """``data.*`` and the evaluation sizes: choices, paths, sizes the patches tile, sizes the data set can
-give, and the memory each evaluation size needs.
+give (images to count; for generated shapes, sizes its generator can draw), and the memory each
+evaluation size needs.
 
 The rules the data module shares (:func:`check_image_data`, :func:`check_split`) are written in
 :mod:`vitpos.data.options`, the layer below, and called here on the composed config; the images
 of an ImageFolder tree are counted by :func:`vitpos.data.folder.list_images`, the listing the
-loader reads. The memory estimate and its rule are :mod:`vitpos.eval_memory`'s, the same ones
-``python -m vitpos.extrapolate`` applies before it evaluates a checkpoint: an evaluation at
-4096 px is refused before training, not hours in. Free of torch.
+loader reads; the sizes generated shapes can take are :mod:`vitpos.data.shapes`' own rule
+(:func:`check_layout`, :func:`check_drawable`, which ``make_shapes`` runs too). The memory
+estimate and its rule are :mod:`vitpos.eval_memory`'s, the same ones ``python -m
+vitpos.extrapolate`` applies before it evaluates a checkpoint: an evaluation at 4096 px is refused
+before training, not hours in. Free of torch.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from vitpos.data.folder import list_images
 from vitpos.data.options import POLICIES, Counts, check_image_data, check_size, check_split, counts_of
+from vitpos.data.shapes import can_draw, check_drawable, check_layout
 from vitpos.errors import UserError
 from vitpos.eval_memory import MEMORY_FRACTION, run_memory_problem
 from vitpos.sizes import default_resolutions
@@ -54,11 +58,17 @@ AUTO = "auto"
 def check_sizes(c: dict) -> None:
     """:func:`check_image_data` with the model's patch size, then ``data.img_size`` and
     ``eval.resolutions``: sizes (a side or an ``[h, w]`` pair) ``model.patch_size`` tiles
-    (:func:`check_size`, the rule the data module runs too). ``auto`` is tiled by construction
-    (:func:`eval_resolutions`); a list given is checked size by size."""
-    patch = c["model"]["patch_size"]  # an integer >= 1 (vitpos.checks.options)
-    check_image_data(c["data"], patch)
-    check_size(c["data"].get("img_size"), "data.img_size", patch)
+    (:func:`check_size`, the rule the data module runs too) and, for ``data=shapes``, sizes its
+    generator can use (:func:`vitpos.data.shapes.check_layout` for the training size,
+    :func:`vitpos.data.shapes.check_drawable` for each test size: the rules ``make_shapes`` runs).
+    ``auto`` is tiled and drawable by construction (:func:`eval_resolutions`); a list given is
+    checked size by size."""
+    patch, data = c["model"]["patch_size"], c["data"]  # an integer >= 1 (vitpos.checks.options)
+    check_image_data(data, patch)
+    check_size(data.get("img_size"), "data.img_size", patch)
+    shapes, cell = data.get("name") == "shapes", data.get("cell", 4)  # 4: the data module's default
+    if shapes:
+        check_layout(data["img_size"], cell, patch)
     resolutions = (c.get("eval") or {}).get("resolutions") or []
     if resolutions == AUTO:
         return
@@ -68,17 +78,24 @@ def check_sizes(c: dict) -> None:
         )
     for i, r in enumerate(resolutions):
         check_size(r, f"eval.resolutions[{i}]", patch)
+        if shapes:
+            check_drawable(r, data["img_size"], cell, f"eval.resolutions[{i}]", patch)
 
 
 def eval_resolutions(c: dict) -> list:
     """The sizes ``eval.resolutions`` asks for (``c``: a checked config with the model's patch size,
     a timm model's included): the list given, or for ``auto`` (the default)
     :func:`vitpos.sizes.default_resolutions` of ``data.img_size`` and ``model.patch_size``, so the
-    default follows the patches (``[16, 24, 32, 40, 48, 64]`` for 4 px patches at 32 px)."""
-    resolutions = (c.get("eval") or {}).get("resolutions")
-    if resolutions == AUTO:
-        return default_resolutions(c["data"]["img_size"], int(c["model"]["patch_size"]))
-    return list(resolutions or [])
+    default follows the patches (``[16, 24, 32, 40, 48, 64]`` for 4 px patches at 32 px); for
+    ``data=shapes``, only those its generator can draw (:func:`vitpos.data.shapes.can_draw`: at
+    24 px in 4 px cells, 12, 24, 36 and 48)."""
+    data, resolutions = c["data"], (c.get("eval") or {}).get("resolutions")
+    if resolutions != AUTO:
+        return list(resolutions or [])
+    sizes = default_resolutions(data["img_size"], int(c["model"]["patch_size"]))
+    if data.get("name") == "shapes":
+        sizes = [s for s in sizes if can_draw(s, data["img_size"], data.get("cell", 4))]
+    return sizes
 
 
 # -------------------------------------------------------------------- sizes against the data set

@@ -18,20 +18,121 @@ noise (seeded by ``(seed, S)``): extrapolation tests on real detail, never a
 resampled 32-px image. Sizes may be ``[h, w]`` pairs (:func:`vitpos.sizes.as_hw`): a grid of
 ``h // cell`` rows and ``w // cell`` columns of cells, drawn at any ``[H, W]`` that holds a whole
 number of pixels per cell on each axis (cells then stretch: a 32-px layout drawn at 16x32).
+
+Which sizes the generator can use is written once, here: :func:`check_layout` (``data.img_size``
+and ``data.cell``: at least :data:`MIN_CELLS` whole cells on each side, since the two squares sit
+in different rows and columns) and :func:`check_drawable` (a size to draw that layout at: a whole
+number of pixels per cell). The config check (:mod:`vitpos.checks.data`) runs them on
+``data.img_size`` and ``eval.resolutions`` before anything is written, and :func:`make_shapes` on
+its own arguments. The module is free of torch until :func:`make_shapes` draws, so the config
+check can ask it before torch loads. (``data.train_sizes`` are not drawn: training batches are
+resized from ``data.img_size``, so any size the patches tile will do.)
 """
 
 from __future__ import annotations
 
-import torch
+import math
+from typing import TYPE_CHECKING
 
-from vitpos.sizes import as_hw
+from vitpos.errors import UserError
+from vitpos.sizes import HW, as_hw, is_integer
 
-from .memory import epoch_seed
+if TYPE_CHECKING:
+    import torch
 
 CLASSES = ("red below blue, right half", "red below blue, left half", "red above blue, right half",
            "red above blue, left half")  # fmt: skip
 RED = (230, 30, 30)
 BLUE = (30, 30, 230)
+#: the fewest cells along each side of a layout: the red and the blue square sit in different rows
+#: and in different columns
+MIN_CELLS = 2
+
+
+def _shown(value) -> str:
+    """A size option's value as the user wrote it: ``4`` or ``[4, 32]``."""
+    h, w = as_hw(value)
+    return str(h) if is_integer(value) else f"[{h}, {w}]"
+
+
+def _written(value, h: int, w: int) -> str:
+    """``(h, w)`` written as the option ``value`` was: a side (when square and given as one) or ``[h,w]``."""
+    return str(h) if is_integer(value) and h == w else f"[{h},{w}]"
+
+
+def _near(side: int, step: int, least: int) -> list[int]:
+    """The multiples of ``step`` of at least ``least`` nearest ``side`` (``side`` itself when it is one)."""
+    if side % step == 0 and side >= least:
+        return [side]
+    return sorted({max(least, side // step * step), max(least, (side // step + 1) * step)})
+
+
+def _examples(value, h: list[int], w: list[int]) -> str:
+    """``32 or 40`` / ``[16,32] or [16,40]``: the sizes nearest ``value`` (per-axis choices ``h``, ``w``)."""
+    pairs = sorted({(h[0], w[0]), (h[-1], w[-1])})
+    return " or ".join(dict.fromkeys(_written(value, a, b) for a, b in pairs))
+
+
+def smallest_img_size(cell: int, patch: int | None = None) -> int:
+    """The smallest side of ``data.img_size`` for ``data.cell`` (and ``model.patch_size``, when
+    known): :data:`MIN_CELLS` cells, rounded up to a multiple of both the cell and the patch."""
+    step = math.lcm(cell, patch or 1)
+    return -(-MIN_CELLS * cell // step) * step
+
+
+def check_layout(img_size, cell: int, patch: int | None = None) -> HW:
+    """``(rows, cols)``: the grid of cells ``data.img_size`` (a side or ``[h, w]``) holds at
+    ``data.cell`` px a cell. Raises :class:`UserError` naming ``data.img_size`` when a side is not
+    a whole number of cells or holds fewer than :data:`MIN_CELLS` (``torch.randint`` could not
+    place the squares); the fix is the nearest size that works (a multiple of ``patch`` too, when
+    the patch size is known)."""
+    h, w = as_hw(img_size, "data.img_size")
+    if h % cell == 0 and w % cell == 0 and min(h, w) >= MIN_CELLS * cell:
+        return h // cell, w // cell
+    step, least = math.lcm(cell, patch or 1), smallest_img_size(cell, patch)
+    near_h, near_w = _near(h, step, least), _near(w, step, least)
+    if h % cell or w % cell:
+        raise UserError(
+            "data.img_size",
+            f"{_shown(img_size)} is not a multiple of data.cell={cell} on each side (data=shapes draws whole cells)",
+            f"e.g. {_examples(img_size, near_h, near_w)}",
+        )
+    raise UserError(
+        "data.img_size",
+        f"{_shown(img_size)} is too small for data=shapes: {h // cell}x{w // cell} cells of data.cell={cell} px, "
+        f"and its two squares need {MIN_CELLS} rows and {MIN_CELLS} columns of cells",
+        f"the smallest is {least} px a side: data.img_size={_written(img_size, near_h[0], near_w[0])}",
+    )
+
+
+def can_draw(size, img_size, cell: int) -> bool:
+    """Whether the layout of ``data.img_size`` (a valid one: :func:`check_layout`) can be drawn at
+    ``size`` (a side or ``[h, w]``): a whole number of pixels per cell on each axis."""
+    (rows, cols), (height, width) = check_layout(img_size, cell), as_hw(size)
+    return height % rows == 0 and width % cols == 0
+
+
+def check_drawable(size, img_size, cell: int, option: str = "eval.resolutions", patch: int | None = None) -> HW:
+    """``size`` (``option``, a side or ``[h, w]``) as ``(h, w)`` when the layout of ``data.img_size``
+    can be drawn at it (:func:`can_draw`); else a :class:`UserError` naming ``option`` whose fix is
+    the nearest sizes that can (multiples of ``patch`` too, when the patch size is known)."""
+    height, width = as_hw(size, option)
+    if can_draw(size, img_size, cell):
+        return height, width
+    rows, cols = check_layout(img_size, cell)
+    steps = math.lcm(rows, patch or 1), math.lcm(cols, patch or 1)
+    need = f"a side that is a multiple of {rows}" if rows == cols else f"a height that is a multiple of {rows}"
+    need += "" if rows == cols else f" and a width that is a multiple of {cols}"
+    fix = "e.g. " + _examples(size, _near(height, steps[0], steps[0]), _near(width, steps[1], steps[1]))
+    if height < steps[0] or width < steps[1]:  # below the smallest: say so
+        smallest = _written(size, *steps)
+        fix = f"the smallest it can draw is {smallest}" + ("" if fix == f"e.g. {smallest}" else f"; {fix}")
+    raise UserError(
+        option,
+        f"data=shapes cannot draw {_shown(size)} px images: its {rows}x{cols} cells (data.img_size="
+        f"{_written(img_size, *as_hw(img_size))} / data.cell={cell}) need a whole number of pixels each, {need}",
+        fix,
+    )
 
 
 def make_shapes(num: int, img_size=32, cell: int = 4, seed: int = 0, size=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,18 +143,16 @@ def make_shapes(num: int, img_size=32, cell: int = 4, seed: int = 0, size=None) 
     cells); ``size`` renders that layout at another resolution (a multiple of the cells on each
     axis). The labels do not depend on ``size``, and the images at ``size=img_size`` are those of
     the original generator, bit for bit (its draws keep their order: training noise, layouts,
-    colour jitter).
+    colour jitter). Sizes it cannot use raise :class:`UserError` (:func:`check_layout`,
+    :func:`check_drawable`).
     """
-    (h, w), (height, width) = as_hw(img_size, "data.img_size"), as_hw(img_size if size is None else size)
-    if h % cell or w % cell:
-        raise ValueError(f"data.img_size={img_size} must be a multiple of data.cell={cell}")
-    rows, cols = h // cell, w // cell
-    if height < rows or height % rows or width < cols or width % cols:
-        raise ValueError(
-            f"data=shapes cannot draw {size} px images: its {rows}x{cols} cells (data.img_size={img_size} / "
-            f"data.cell={cell}) need a size that is a multiple of {rows} (height) and {cols} (width); "
-            f"pick eval.resolutions (or data.train_sizes) among such multiples"
-        )
+    import torch
+
+    from .memory import epoch_seed
+
+    rows, cols = check_layout(img_size, cell)
+    h, w = rows * cell, cols * cell
+    height, width = (h, w) if size is None else check_drawable(size, img_size, cell)
     g = torch.Generator().manual_seed(seed)
     images = torch.randint(0, 110, (num, 3, h, w), generator=g, dtype=torch.uint8)
     # two cells in different rows and columns

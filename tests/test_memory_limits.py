@@ -104,7 +104,8 @@ def test_the_config_check_refuses_what_ulimit_forbids(tmp_path):
     import resource
 
     limit = 12 << 30  # enough to import torch
-    needs = {s: eval_memory.evaluation_memory(MICRO, "res", s, 4000).total for s in range(32, 400, 4)}
+    # sizes shapes can draw at 32 px: whole pixels in each of its 8x8 cells (vitpos/data/shapes.py)
+    needs = {s: eval_memory.evaluation_memory(MICRO, "res", s, 4000).total for s in range(32, 400, 8)}
     size = min(s for s, need in needs.items() if need > eval_memory.MEMORY_FRACTION * limit)  # refused under 12 GiB
     need = needs[size]
     if need > 0.9 * eval_memory.MEMORY_FRACTION * runtime.available_memory("cpu"):

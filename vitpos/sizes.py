@@ -99,6 +99,15 @@ def column_order(size) -> tuple[bool, int, bool, int]:
 EVAL_RATIOS = (0.5, 0.75, 1, 1.25, 1.5, 2)
 
 
+def nearest_multiples(side: int, step: int, least: int | None = None) -> list[int]:
+    """The multiples of ``step`` (at least ``least``, default ``step``) on either side of ``side``,
+    or ``[side]`` when it is one: the sizes a refusal offers as its fix."""
+    least = step if least is None else least
+    if side % step == 0 and side >= least:
+        return [side]
+    return sorted({max(least, side // step * step), max(least, (side // step + 1) * step)})
+
+
 def default_resolutions(img_size, patch: int) -> list[int | list[int]]:
     """The sizes ``eval.resolutions=auto`` tests: :data:`EVAL_RATIOS` x the training size
     ``img_size`` (a side or ``[h, w]``), each side rounded to the nearest multiple of ``patch``

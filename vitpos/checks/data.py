@@ -20,7 +20,7 @@ from vitpos.data.folder import list_images
 from vitpos.data.options import POLICIES, Counts, check_image_data, check_size, check_split, counts_of
 from vitpos.data.shapes import can_draw, check_drawable, check_layout
 from vitpos.errors import UserError
-from vitpos.eval_memory import MEMORY_FRACTION, run_memory_problem
+from vitpos.eval_memory import run_memory_problem
 from vitpos.sizes import default_resolutions
 
 
@@ -117,9 +117,6 @@ def check_data_counts(c: dict) -> None:
     counts = image_counts(c["data"])
     if counts is not None:
         check_split(c["data"], counts)
-
-
-__all__ = ["MEMORY_FRACTION", "check_memory"]
 
 
 def check_memory(c: dict, image: bool) -> None:

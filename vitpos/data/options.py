@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vitpos.errors import UserError
-from vitpos.sizes import HW, as_hw, is_integer
+from vitpos.sizes import HW, as_hw, is_integer, nearest_multiples
 
 DATASETS = ("cifar10", "shapes")  # data.name of the image task
 FORMATS = ("torchvision", "imagefolder")  # data.format of cifar10
@@ -52,10 +52,7 @@ def check_size(value, option: str, patch: int | None = None) -> HW:
     if all(side >= step and side % step == 0 for side in (h, w)):
         return h, w
 
-    def near(side: int) -> list[int]:  # the multiples of the patch on either side of ``side``
-        return sorted({max(step, side // step * step), (side // step + 1) * step} if side % step else {side})
-
-    lows, highs = near(h), near(w)
+    lows, highs = nearest_multiples(h, step), nearest_multiples(w, step)
     rule = f"a multiple of model.patch_size={patch}"
     if is_integer(value):
         raise UserError(option, f"{value} is not {rule}", f"e.g. {' or '.join(map(str, lows))}")

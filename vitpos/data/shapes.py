@@ -35,7 +35,7 @@ import math
 from typing import TYPE_CHECKING
 
 from vitpos.errors import UserError
-from vitpos.sizes import HW, as_hw, is_integer
+from vitpos.sizes import HW, as_hw, is_integer, nearest_multiples
 
 if TYPE_CHECKING:
     import torch
@@ -58,13 +58,6 @@ def _shown(value) -> str:
 def _written(value, h: int, w: int) -> str:
     """``(h, w)`` written as the option ``value`` was: a side (when square and given as one) or ``[h,w]``."""
     return str(h) if is_integer(value) and h == w else f"[{h},{w}]"
-
-
-def _near(side: int, step: int, least: int) -> list[int]:
-    """The multiples of ``step`` of at least ``least`` nearest ``side`` (``side`` itself when it is one)."""
-    if side % step == 0 and side >= least:
-        return [side]
-    return sorted({max(least, side // step * step), max(least, (side // step + 1) * step)})
 
 
 def _examples(value, h: list[int], w: list[int]) -> str:
@@ -90,7 +83,7 @@ def check_layout(img_size, cell: int, patch: int | None = None) -> HW:
     if h % cell == 0 and w % cell == 0 and min(h, w) >= MIN_CELLS * cell:
         return h // cell, w // cell
     step, least = math.lcm(cell, patch or 1), smallest_img_size(cell, patch)
-    near_h, near_w = _near(h, step, least), _near(w, step, least)
+    near_h, near_w = nearest_multiples(h, step, least), nearest_multiples(w, step, least)
     if h % cell or w % cell:
         raise UserError(
             "data.img_size",
@@ -123,7 +116,7 @@ def check_drawable(size, img_size, cell: int, option: str = "eval.resolutions", 
     steps = math.lcm(rows, patch or 1), math.lcm(cols, patch or 1)
     need = f"a side that is a multiple of {rows}" if rows == cols else f"a height that is a multiple of {rows}"
     need += "" if rows == cols else f" and a width that is a multiple of {cols}"
-    fix = "e.g. " + _examples(size, _near(height, steps[0], steps[0]), _near(width, steps[1], steps[1]))
+    fix = "e.g. " + _examples(size, nearest_multiples(height, steps[0]), nearest_multiples(width, steps[1]))
     if height < steps[0] or width < steps[1]:  # below the smallest: say so
         smallest = _written(size, *steps)
         fix = f"the smallest it can draw is {smallest}" + ("" if fix == f"e.g. {smallest}" else f"; {fix}")

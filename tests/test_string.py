@@ -81,13 +81,14 @@ def string_apply(gens, positions, x, left=None):
 
 def cayley_reference(pe, block, q, positions):
     """q' = P exp(sum_k r_k P^T L_k P) q per head (= RoPE(r) P q): the STRING form P^T RoPE P, the leading P
-    kept as the paper's Cayley-STRING does; class tokens (in front) untouched."""
+    kept as the paper's Cayley-STRING does; class tokens (in front) unrotated, times the same P."""
     p, out = q.shape[2] - len(positions), q.double().clone()
     for h in range(HEADS):
         big_p = cayley_dense(skew_from_parameter(pe.skew[block, h].detach(), DH))
         gens = big_p.T @ rope_2d_generators(DH) @ big_p  # (2, d, d): skew-symmetric, commuting
         assert torch.allclose(gens[0] @ gens[1], gens[1] @ gens[0], atol=1e-12)
         out[:, h, p:] = string_apply(gens, positions, q[:, h, p:], left=big_p)
+        out[:, h, :p] = q[:, h, :p].double() @ big_p.T
     return out
 
 
@@ -118,7 +119,8 @@ def test_equals_the_dense_matrix_exponential_of_the_paper(name, grid, prefix, ra
         for ours, x in ((rq, q), (rk, k)):
             expected = REFERENCE[name](pe, block, x, xy(*grid))
             torch.testing.assert_close(ours.double(), expected, atol=1e-4, rtol=1e-4)
-            assert torch.equal(ours[:, :, :prefix], x[:, :, :prefix])  # class token untouched
+            if name == "string_circulant" or not random:  # Cayley turns class tokens by P (I at init)
+                assert torch.equal(ours[:, :, :prefix], x[:, :, :prefix])
             assert not torch.allclose(ours[:, :, prefix:], x[:, :, prefix:])
 
 
@@ -171,7 +173,8 @@ def test_cayley_at_init_is_rope_2d_exactly_for_every_strategy(prefix):
 
 
 def test_cayley_with_a_learned_basis_is_rope_2d_after_p_for_every_strategy():
-    """P does not depend on position: every rope_2d strategy applies unchanged after it."""
+    """P does not depend on position: every rope_2d strategy applies unchanged after it (P on every
+    token, the class token's included)."""
     train, other = (3, 5), (6, 7)
     pe = randomize(make_encoding("string_cayley", grid=train, dim=HEADS * DH, heads=HEADS, depth=2, prefix=1))
     rope = make_encoding("rope_2d", grid=train, dim=HEADS * DH, heads=HEADS, depth=2, prefix=1)
@@ -179,8 +182,7 @@ def test_cayley_with_a_learned_basis_is_rope_2d_after_p_for_every_strategy():
         pe.strategy = rope.strategy = strategy
         q, k = qk(math.prod(other), prefix=1)
         big_p = pe.basis(1).detach()  # (H, d, d)
-        pq, pk = q.clone(), k.clone()
-        pq[:, :, 1:], pk[:, :, 1:] = q[:, :, 1:] @ big_p.mT, k[:, :, 1:] @ big_p.mT
+        pq, pk = q @ big_p.mT, k @ big_p.mT
         for ours, theirs in zip(pe.rotate_qk(q, k, other, 1), rope.rotate_qk(pq, pk, other, 1)):
             torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
 

@@ -14,7 +14,8 @@ the row; q' = R q on contiguous blocks; the class token is rotated at ``cls_posi
 image centre); per layer, P (H, m, b, b) ~ N(0, 1) and LD's theta (axes, m) ~ N(0, 1), shared by the
 heads; ``block_size`` 8. P = 0 gives R = I; with b = 2 AP is axial RoPE with learned frequencies.
 Strategies: ``interpolate`` (default, the reference: normalised by the current grid) and
-``extrapolate`` (normalised by the training grid: the training spacing, positions pass 1).
+``extrapolate`` (normalised by the training grid: the training spacing, positions pass 1; the
+class token moves with the image centre, ``cls_position`` times n / n_train per axis).
 
 Deliberate differences: each axis normalised by its own length; R(x) = exp(x_0 A_0) exp(x_1 A_1)
 (exact: they commute), one batched matrix_exp over the h + w coordinates; applied to the whole
@@ -142,8 +143,8 @@ class ComRoPE(BlockRotaryBase):
     block-diagonal skew-symmetric A_a, per block and head. See the module docstring.
 
     Options: ``variant`` ld | ap; ``block_size`` b (8); ``init_std`` of P (1.0);
-    ``cls_position``: the class token's normalised coordinate on both axes
-    (0.5, the image centre, as the authors), or null: not rotated.
+    ``cls_position``: the class token's coordinate on both axes as a fraction of
+    the image (0.5, its centre, as the authors), or null: not rotated.
     """
 
     name = "comrope"
@@ -194,12 +195,21 @@ class ComRoPE(BlockRotaryBase):
             return theta[:, None, :, :, None, None] * s[:, :, None]
         return self.axis_mask[None, None, :, :, None, None] * s[:, :, None]
 
+    def class_coordinates(self, grid: Grid) -> list[torch.Tensor]:
+        """Per axis: the class token's (1,) float32 coordinate, ``cls_position`` of the image's extent
+        in the units of :meth:`coordinates` (1 under ``interpolate``, n / n_train under ``extrapolate``),
+        so 0.5 stays the centre of the current image; 0 (unrotated) for ``cls_position`` null."""
+        cls = 0.0 if self.cls_position is None else float(self.cls_position)
+        if self.strategy == "interpolate":
+            return [torch.full((1,), cls) for _ in grid]
+        return [torch.full((1,), cls) * (n / nt) for n, nt in zip(grid, self.train_grid)]
+
     def build_rotation(self, grid, block, device):
         gen = self.generators(block)  # (L, H, 2, m, b, b)
-        (h, w), cls = grid, 0.0 if self.cls_position is None else float(self.cls_position)
+        h, w = grid
         per_axis = []
-        for axis, coords in enumerate(self.coordinates(grid)):
-            values = torch.cat([torch.full((1,), cls), coords]).to(device)  # (1 + n,): the class token's first
+        for axis, (cls, coords) in enumerate(zip(self.class_coordinates(grid), self.coordinates(grid))):
+            values = torch.cat([cls, coords]).to(device)  # (1 + n,): the class token's first
             per_axis.append(torch.linalg.matrix_exp(values[:, None, None, None] * gen[:, :, axis, None]))
         # (L, H, 1 + n_a, m, b, b) each: exp(x_a A_a) for every coordinate value x_a of axis a
         lead = torch.zeros(self.num_prefix_tokens, 2, dtype=torch.long)  # class tokens: the values at index 0

@@ -18,9 +18,9 @@ theorem). Its two efficient forms:
   (default) gives the rotating modes ``rope_2d``'s spectrum (x the first half, y the rest, which
   loses its slowest frequency); ``init=zero`` is R = I. Strategies: ``extrapolate``, ``interpolate``.
 
-No official code is released: both forms follow the paper's equations. P is recomputed at every call
-(one batched solve per block), never cached; S is stored as its strict upper triangle; class tokens
-are untouched; rotations are computed in float32 under autocast. No block-circulant generators.
+No official code is released: both forms follow the paper's equations. P is recomputed at every call (one
+batched solve per block), never cached; S is stored as its strict upper triangle; float32 under autocast; no
+block-circulant generators. Class tokens are unrotated in the paper's frame (R = I): Cayley turns them by P alone.
 
 Provenance and checks: docs/encodings.md#string
 """
@@ -116,10 +116,12 @@ class StringCayley(RoPE2D):
         return cayley(self.skew_matrix(block))
 
     def rotate_qk(self, q, k, grid, block):
+        """q' = RoPE(r) P q on grid tokens and P q on class tokens: the paper's P^T RoPE(r) P q and q
+        (unrotated) times P, which leaves every logit q'.k' as the paper's (the shared P cancels)."""
         with torch.autocast(q.device.type, enabled=False):  # float32, also under bf16 autocast
             pt = self.basis(block).transpose(-1, -2)  # (H, Dh, Dh): x @ P^T = (P x)^T per token
-            q, k = fn.on_grid_tokens(q, k, self.num_prefix_tokens, lambda x: (x.float() @ pt).type_as(x))
-        return super().rotate_qk(q, k, grid, block)  # class tokens: no P, and no rotation
+            q, k = ((x.float() @ pt).type_as(x) for x in (q, k))  # every token, the class tokens' too
+        return super().rotate_qk(q, k, grid, block)  # RoPE(r) on grid tokens; class tokens pass
 
 
 @register

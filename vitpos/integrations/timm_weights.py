@@ -22,14 +22,17 @@ from pathlib import Path
 
 import timm
 import torch
-from timm.models import load_state_dict
+from timm.models import clean_state_dict, load_state_dict
 from torch import nn
 
 from vitpos.errors import UserError
+from vitpos.safe_load import NotLoadable, load_weights_only
 from vitpos.sizes import as_hw
 
 from .timm import carries_table, conversion_problem, table_grid
 
+#: what to pass as ``model.checkpoint`` instead of a file that cannot be read
+SAVE_FIX = "pass a state dict saved with torch.save(model.state_dict(), PATH), or a .safetensors file"
 #: create_model arguments vitpos sets itself: from the data (classes, size), or never (downloads)
 SET_BY_VITPOS = ("pretrained", "num_classes", "img_size", "pretrained_cfg", "pretrained_cfg_overlay", "checkpoint_path")
 
@@ -81,19 +84,40 @@ def geometry(model: nn.Module) -> dict:
 
 
 def read_checkpoint(path) -> dict[str, torch.Tensor]:
-    """The state dict in the file ``model.checkpoint``, read with ``weights_only=True`` (a crafted
-    file is refused, not run) by timm's reader: a bare state dict, or one under ``state_dict`` /
-    ``model`` (a timm training checkpoint: its EMA weights where it has them), ``.safetensors`` too."""
+    """The state dict in the file ``model.checkpoint``: a ``.safetensors`` file by timm's reader,
+    any other by :func:`vitpos.safe_load.load_weights_only` (``weights_only=True``: a crafted file
+    is refused, not run; a file that is no PyTorch checkpoint is named as what it is), then the
+    weights as timm's ``load_state_dict`` picks them (:func:`timm_state`)."""
     file = Path(str(path)).expanduser()
     if not file.is_file():
         raise UserError("model.checkpoint", f"{file} is not a file", "the path of a timm state_dict (torch.save)")
-    try:
-        state = load_state_dict(str(file), weights_only=True)
-    except Exception as err:  # unpickling refused, truncated zip, ...: the file is the problem, whatever the type
-        raise UserError("model.checkpoint", f"{file} cannot be read as a state dict: {err}", "torch.save it") from None
+    if file.name.endswith(".safetensors"):
+        try:
+            state = load_state_dict(str(file))
+        except Exception as err:  # a torn header, another format: the file is the problem, whatever the type
+            raise UserError("model.checkpoint", f"{file} cannot be read as safetensors: {err}", SAVE_FIX) from None
+    else:
+        try:
+            state = timm_state(load_weights_only(file))
+        except NotLoadable as err:
+            fix = f"{SAVE_FIX}; do NOT load this one with weights_only=False: that would run its code"
+            raise UserError("model.checkpoint", f"{file}: {err}", fix if err.crafted else SAVE_FIX) from None
     if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
-        raise UserError("model.checkpoint", f"{file} holds no state dict of tensors", "torch.save(model.state_dict())")
+        raise UserError("model.checkpoint", f"{file} holds no state dict of tensors", SAVE_FIX)
     return state
+
+
+def timm_state(checkpoint):
+    """The weights in a loaded checkpoint as timm's ``load_state_dict`` takes them: its EMA weights
+    (``state_dict_ema``, ``model_ema``) where it has them, else ``state_dict`` or ``model``, else
+    the checkpoint itself; wrapper prefixes (``module.``, ``_orig_mod.``) removed. Anything but a
+    dict is given back as it is (:func:`read_checkpoint` refuses it)."""
+    if not isinstance(checkpoint, dict):
+        return checkpoint
+    key = next((k for k in ("state_dict_ema", "model_ema") if checkpoint.get(k) is not None), None)
+    key = key or next((k for k in ("state_dict", "model") if k in checkpoint), None)
+    state = checkpoint[key] if key else checkpoint
+    return clean_state_dict(state) if isinstance(state, dict) else state
 
 
 @dataclass

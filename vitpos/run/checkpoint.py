@@ -4,8 +4,9 @@
 ``.ckpt`` can run any command on the machine that opens it. vitpos checkpoints
 hold only tensors and plain containers (the run's config is saved with
 ``OmegaConf.to_container``), so every tool loads them with
-``weights_only=True`` (PyTorch's restricted unpickler) and turns each way a file
-can fail into one :class:`CheckpointError` that names the file.
+``weights_only=True`` (PyTorch's restricted unpickler, through
+:func:`vitpos.safe_load.load_weights_only`, which says what a refused file is) and
+turns each way a file can fail into one :class:`CheckpointError` that names the file.
 
 :func:`find_checkpoints` is the one search behind every tool's ``ckpt=``: which files
 a path, a folder or a glob pattern names, with one set of rules and messages.
@@ -13,15 +14,12 @@ a path, a folder or a glob pattern names, with one set of rules and messages.
 
 from __future__ import annotations
 
-import pickle
-import re
 from pathlib import Path
 from typing import NamedTuple
 
-import torch
-
 from vitpos.cli import expand_paths
 from vitpos.errors import CheckpointError, UserError  # CheckpointError: raised here, imported from here by callers
+from vitpos.safe_load import NotLoadable, load_weights_only
 
 #: what a run folder is searched for: train.py rewrites it at the end of every epoch
 LAST = "last.ckpt"
@@ -88,29 +86,23 @@ def load_checkpoint(path: str | Path) -> dict:
         raise CheckpointError(f"ckpt={path}: a folder, not a checkpoint file; pass {example_checkpoint(path)}")
     if not path.is_file():
         raise CheckpointError(f"ckpt={path}: no such file")
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head[:4] != b"PK\x03\x04" and head[:1] != b"\x80":  # torch.save's zip format, or a legacy pickle
-        raise CheckpointError(
-            f"ckpt={path}: not a checkpoint ({'an empty file' if not head else 'not a PyTorch file'}); "
-            "pass a .ckpt written by a vitpos run, e.g. <run folder>/checkpoints/last.ckpt"
-        )
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise CheckpointError(
-            f"ckpt={path}: refused: it holds Python objects that only an unrestricted unpickler would build "
-            f"({unsafe_object(err)}), and building them can run any code. vitpos checkpoints hold only "
-            "tensors and plain containers; this file was not written by vitpos, or was tampered with. "
-            "Do NOT load it with weights_only=False: that is exactly what would run its code"
-        ) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as err:
-        raise CheckpointError(f"ckpt={path}: not a readable checkpoint (truncated or corrupt?): {err}") from None
+        checkpoint = load_weights_only(path)
+    except NotLoadable as err:
+        fix = (
+            ". vitpos checkpoints hold only tensors and plain containers; this file was not written by vitpos, "
+            "or was tampered with. Do NOT load it with weights_only=False: that is exactly what would run its code"
+            if err.crafted
+            else "; pass a .ckpt written by a vitpos run, e.g. <run folder>/checkpoints/last.ckpt"
+        )
+        raise CheckpointError(f"ckpt={path}: {err}{fix}") from None
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
     cfg = hparams.get("cfg") if isinstance(hparams, dict) else None
     if not isinstance(cfg, dict) or "state_dict" not in checkpoint:
         raise CheckpointError(
-            f"ckpt={path}: not a vitpos checkpoint (no state_dict, or no hyper_parameters.cfg to rebuild the run from)"
+            f"ckpt={path}: not a vitpos checkpoint (no state_dict, or no hyper_parameters.cfg to rebuild the run "
+            "from: a bare state_dict, such as timm's, has none); pass a .ckpt written by python train.py, e.g. "
+            "<run folder>/checkpoints/last.ckpt"
         )
     return checkpoint
 
@@ -119,14 +111,6 @@ def example_checkpoint(folder: Path) -> str:
     """The first ``last.ckpt`` below ``folder``, for a message that asked for a file and got the folder."""
     inside = next(iter(sorted(folder.rglob(LAST))), None)
     return str(inside) if inside else f"{folder}/<run folder>/checkpoints/{LAST}"
-
-
-def unsafe_object(err: BaseException) -> str:
-    """What torch's restricted unpickler refused (``GLOBAL posix.system``), without torch's advice
-    to rerun with ``weights_only=False``: for a file vitpos refuses, that advice is the unsafe act."""
-    text = " ".join(str(err).split())
-    found = re.search(r"GLOBAL [\w.]+|Unsupported operand \S+", text)
-    return found.group(0) if found else type(err).__name__
 
 
 def task_kind(cfg: dict) -> str:

@@ -7,8 +7,9 @@
 debug configs, the experiment's name for sweeps), ``model`` the model config
 chosen (``model=vit_micro``), ``label`` the encoding (``@strategy`` when not
 its default; ``run.label`` overrides it) and ``hash`` six hex digits of
-everything else that defines the run (:func:`identity`: model, data budget
-and the data set's fingerprint, encoding options, optimizer, task, epochs).
+everything else that defines the run (:func:`identity`: model and the content of
+its starting weights, data budget and the data set's fingerprint, encoding options,
+optimizer, task, epochs).
 
 Why a hash on every run rather than only on non-default ones: the name stays
 readable, two different configurations can never share a folder (the README's
@@ -19,14 +20,16 @@ averages over. ``train.py`` prints the folder and the commands to look at it.
 
 A folder must survive an upgrade and a move: a key added to the configs later counts only where
 it changes what runs (:func:`counts`), and the saved config records what the hash read from the
-machine (:func:`record`: the data's fingerprint, the resolved precision), so a copied run names
-its folder without the data, on any machine.
+machine (:func:`record`: the data's fingerprint, the resolved precision, the digest of the
+``model.checkpoint`` file), so a copied run names its folder without the data or that file, on
+any machine.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -83,8 +86,9 @@ def identity(cfg: DictConfig | dict) -> dict:
 
     Each key of :data:`RUN_DEFINING`'s sections counts unless :data:`NOT_DEFINING` names it or it
     is at a value that keeps the earlier behaviour (:func:`counts`); a strategy alias counts as
-    the strategy it names. The data set counts by its content fingerprint and ``auto`` precision
-    by what it resolves to: both as the run recorded them (:func:`record`), else as found here."""
+    the strategy it names. The data set counts by its content fingerprint, ``model.checkpoint``
+    (a timm run's starting weights) by the digest of the file's content and ``auto`` precision by
+    what it resolves to: each as the run recorded it (:func:`record`), else as found here."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     recorded = plain.get("run") or {}
     out = {}
@@ -98,6 +102,9 @@ def identity(cfg: DictConfig | dict) -> dict:
         out["encoding"]["source"] = source
     if "precision" in out["trainer"]:  # auto: what it resolved to (vitpos/runtime.py)
         out["trainer"]["precision"] = recorded.get("precision") or trainer_precision(plain.get("trainer") or {})
+    if out["model"].get("checkpoint") is not None:  # the starting weights by their content, not their path
+        weights = recorded.get("checkpoint_digest") or checkpoint_digest(out["model"]["checkpoint"])
+        out["model"]["checkpoint"] = weights or out["model"]["checkpoint"]  # no file here: its path, as before
     fingerprint = out["data"].pop("fingerprint", None) or recorded.get("data_fingerprint")
     if fingerprint is None:  # what the run trains on, not where it lies (data.root)
         fingerprint = data_fingerprint(plain.get("data") or {})
@@ -168,8 +175,10 @@ def record(cfg: DictConfig) -> None:
     config (``hparams.yaml``, every checkpoint) names the run without the data or the machine:
     ``data_fingerprint`` (the data set's content, :mod:`vitpos.data.fingerprint`; null for generated
     data), ``precision`` (``trainer.precision`` resolved) and ``machine``
-    (:func:`vitpos.runtime.machine_kind`), and for a plug-in encoding ``encoding_source`` (the digest
-    of its code, :func:`plugin_source`). Values the config already records are kept."""
+    (:func:`vitpos.runtime.machine_kind`), for a plug-in encoding ``encoding_source`` (the digest
+    of its code, :func:`plugin_source`), and for a run with ``model.checkpoint``
+    ``checkpoint_digest`` (the file's content, :func:`checkpoint_digest`). Values the config
+    already records are kept."""
     plain = OmegaConf.to_container(cfg, resolve=True)
     trainer = plain.get("trainer") or {}
     found = {
@@ -178,10 +187,39 @@ def record(cfg: DictConfig) -> None:
         "machine": machine_kind(trainer.get("accelerator", "auto")),
         "encoding_source": plugin_source(plain.get("encoding") or {}),
     }
+    weights = (plain.get("model") or {}).get("checkpoint")
+    if weights is not None:  # recorded only where there is a file: every other run's config stays as it was
+        found["checkpoint_digest"] = checkpoint_digest(weights)
     with open_dict(cfg):
         for key, value in found.items():
             if cfg.run.get(key) is None:
                 cfg.run[key] = value
+
+
+def checkpoint_digest(path) -> str | None:
+    """12 hex digits of the content of the file ``model.checkpoint`` names (a timm run's starting
+    weights), or None where no such file is here. The content, not the path, defines the run:
+    other weights saved over the same file are a new run, the same file moved is the same run."""
+    file = Path(str(path)).expanduser()
+    try:
+        stat = file.stat()
+    except OSError:
+        return None
+    return _file_digest(str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=16)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str | None:
+    """The sha256 of the file at ``path``, first 12 hex digits; ``size`` and ``mtime_ns`` only key
+    the in-process cache (the hash is asked for several times per run), so a file rewritten is read again."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:  # a folder, no permission: the config check refuses the run
+        return None
+    return digest.hexdigest()[:12]
 
 
 def _compact_sizes(data: dict) -> dict:

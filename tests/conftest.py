@@ -13,6 +13,7 @@ import contextlib  # noqa: E402
 import importlib  # noqa: E402
 import importlib.util  # noqa: E402
 import io  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -148,6 +149,16 @@ def finished_run(root: Path, *overrides: str) -> Path:
     assert ran.code == 0, ran.out + ran.err
     (status,) = root.rglob("metrics.json")
     return status.parent
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A folder to mount a tmpfs on (the test mounts it with the size it needs); unmounted after.
+    Used by tests/test_disk_faults.py and tests/test_export_faults.py."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    yield where
+    subprocess.run(["umount", str(where)], capture_output=True)
 
 
 def cifar_root() -> Path | None:

@@ -73,15 +73,6 @@ def remount(where: Path, options: str) -> None:
     subprocess.run(["mount", "-o", f"remount,{options}", str(where)], check=True)
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A folder to mount a tmpfs on (the test mounts it with the size it needs); unmounted after."""
-    where = tmp_path / "disk"
-    where.mkdir()
-    yield where
-    subprocess.run(["umount", str(where)], capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[dict, int]:
     """(metrics, checkpoint size in bytes) of the $TINY run that met no fault."""

@@ -1,16 +1,20 @@
 """``python -m vitpos.export``: a trained image checkpoint as an ONNX or ``torch.export`` file.
 
 The options and the ``--help`` text are :class:`ExportOptions`. Every input is checked before
-anything is exported (the checkpoint, its task, the strategy, the output name and the packages
-ONNX needs), and the file is written only once its graph agrees with the eager model, atomically:
-bad input, or a model no range exports, leaves nothing behind.
+anything is exported (the output name and whether a file can be created there, the checkpoint, its
+task, the strategy and the packages ONNX needs), and the file is written only once its graph agrees
+with the eager model, atomically: bad input, a model no range exports, or a write the disk refuses
+at the end leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
+import itertools
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +22,7 @@ import torch
 
 from vitpos.cli import option, parse_options
 from vitpos.errors import UserError
-from vitpos.files import atomic_path
+from vitpos.files import DISK_ERRORS, WriteError, atomic_path
 from vitpos.run.checkpoint import newest_checkpoint, task_kind
 from vitpos.sizes import as_hw
 from vitpos.tasks.build import from_checkpoint, load_plugin
@@ -66,16 +70,18 @@ class ExportOptions:
 
 
 def check_options(opts: ExportOptions) -> Path:
-    """The output path, after refusing what cannot work: a name whose suffix is another format's,
-    a missing package."""
-    out = Path(opts.out or f"model{SUFFIX[opts.format]}")
-    if out.suffix != SUFFIX[opts.format]:
-        other = next((f for f, s in SUFFIX.items() if s == out.suffix), None)
-        fix = f"or pass format={other}" if other else f"e.g. out={out.with_suffix(SUFFIX[opts.format])}"
-        raise UserError(f"out={out}", f"format={opts.format} writes a {SUFFIX[opts.format]} file",
-                        f"name it {out.with_suffix(SUFFIX[opts.format]).name}, {fix}")  # fmt: skip
+    """The output path, after refusing what cannot work: a folder, a name whose suffix is another
+    format's, a place no file can be created (:func:`check_writable`), a missing package."""
+    suffix = SUFFIX[opts.format]
+    out = Path(opts.out or f"model{suffix}")
     if out.is_dir():
-        raise UserError(f"out={out}", "is a folder", f"name the file, e.g. out={out / ('model' + out.suffix)}")
+        raise UserError(f"out={out}", "is a folder", f"name the file, e.g. out={out / ('model' + suffix)}")
+    if out.suffix != suffix:
+        other = next((f for f, s in SUFFIX.items() if s == out.suffix), None)
+        fix = f"or pass format={other}" if other else f"e.g. out={out.with_suffix(suffix)}"
+        raise UserError(f"out={out}", f"format={opts.format} writes a {suffix} file",
+                        f"name it {out.with_suffix(suffix).name}, {fix}")  # fmt: skip
+    check_writable(out)
     if opts.format == "onnx":
         import importlib.util
 
@@ -84,6 +90,29 @@ def check_options(opts: ExportOptions) -> Path:
             raise UserError("format=onnx", f"needs the packages {', '.join(missing)}",
                             'pip install -e ".[export]", or pass format=torch_export')  # fmt: skip
     return out
+
+
+def check_writable(out: Path) -> None:
+    """Refuse an ``out=`` where no file can be created, before the checkpoint is loaded: an export
+    takes up to a minute, and its file is written last. The nearest existing folder of ``out`` (its
+    own, or the one its missing folders would be made in) must be a folder in which a file can be
+    created: tried for real, with a temporary file that is gone when closed (nameless where the
+    system allows), since ``os.access`` answers from the permission bits, which root passes where
+    the file system still refuses (a folder of ``/proc``, an immutable folder, root squashed on
+    NFS). Nothing is written: the missing folders of ``out`` are made only with the file."""
+    folder = out.absolute().parent
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise UserError(f"out={out}", f"{existing} is a file, not a folder",
+                        f"pass a path in a folder, e.g. out={existing.parent / out.name}")  # fmt: skip
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        what = DISK_ERRORS[err.errno][0] if err.errno in DISK_ERRORS else (err.strerror or "").lower()
+        code = errno.errorcode.get(err.errno, type(err).__name__)
+        raise UserError(f"out={out}", f"no file can be created in {existing} ({what} [{code}])",
+                        f"pass out=<a folder you can write>/{out.name}") from None  # fmt: skip
 
 
 def load_image_model(path: Path, strategy: str | None) -> tuple[torch.nn.Module, dict]:
@@ -104,15 +133,34 @@ def load_image_model(path: Path, strategy: str | None) -> tuple[torch.nn.Module,
     return model.eval(), cfg
 
 
+#: errno -> the fix for a write of ``out=`` the disk refused after the export (what happened: DISK_ERRORS)
+LATE_FIXES = {
+    errno.ENOSPC: "free space on that disk or pass out= on another one, then run the command again",
+    errno.EDQUOT: "free space or raise the quota, or pass out= on another disk, then run the command again",
+    errno.EFBIG: "raise it: ulimit -f unlimited, then run the command again",
+}
+
+
 def write(result: Exported, out: Path) -> None:
-    """The exported graph at ``out``, atomically (a temporary file renamed over it)."""
+    """The exported graph at ``out``, atomically (a temporary file renamed over it); a write the
+    disk refuses (no space, ``ulimit -f``) leaves nothing, not even the folders made for the file,
+    and is a :class:`UserError` naming ``out=``."""
     data = result.artifact
     if result.format == "torch_export":
         buffer = io.BytesIO()  # torch.export.save wants a name ending in .pt2, or a buffer
         torch.export.save(result.artifact, buffer)
         data = buffer.getvalue()
-    with atomic_path(out) as tmp:
-        tmp.write_bytes(data)
+    made = list(itertools.takewhile(lambda p: not p.exists(), out.absolute().parents))  # deepest first
+    try:
+        with atomic_path(out) as tmp:
+            tmp.write_bytes(data)
+    except WriteError as err:  # atomic_path removed its temporary file; the folders made for it go too
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        fix = LATE_FIXES.get(err.errno, f"pass out=<a folder you can write>/{out.name}")
+        what = f"{DISK_ERRORS[err.errno][0]} [{errno.errorcode[err.errno]}]"
+        raise UserError(f"out={out}", f"cannot be written after the export: {what}; nothing written", fix) from None
 
 
 def report(result: Exported, out: Path, geo) -> list[str]:

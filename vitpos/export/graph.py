@@ -9,10 +9,11 @@ traced program with ``torch.onnx.export(..., dynamo=True)``. It tries, in order 
    code takes another path on smaller grids, such as an antialiased table resize, fits here);
 3. a fixed size: the training size, only the batch dynamic.
 
-The first whose graph runs at every size it claims and agrees with the eager model there (within
-:data:`TOLERANCE`) is kept; the reasons the broader ones failed are kept with it. ``torch.export``
-can accept a dynamic size and still fix it inside the graph (a shape guard, a constant folded from
-one size), so the check at other sizes, not the trace, decides.
+The first whose graph runs at every size it claims, agrees with the eager model there (within
+:data:`TOLERANCE`) and refuses a size the patch does not divide (as the eager model does) is kept;
+the reasons the broader ones failed are kept with it. ``torch.export`` can accept a dynamic size
+and still fix it inside the graph (a shape guard, a constant folded from one size), so the check at
+other sizes, not the trace, decides.
 
 An ONNX graph is never given a broader range than its trace's guards allow. The conversion drops
 the guards, so where a guard refuses a size (a model that takes a Python branch on the grid) the
@@ -73,6 +74,12 @@ class Geometry:
         third = smaller if scope == "any size" and smaller != self.train else (2 * h, 2 * w)
         return [self.train, (h, 2 * w), third]
 
+    def off_patch(self) -> tuple[int, int] | None:
+        """A size the patch does not divide (the training size plus a pixel on each side the patch
+        spans more than one pixel of), which every graph must refuse; None for a patch of 1x1."""
+        (h, w), (ph, pw) = self.train, self.patch
+        return None if (ph, pw) == (1, 1) else (h + (ph > 1), w + (pw > 1))
+
     def example(self, batch: int = 2, size: tuple[int, int] | None = None, seed: int = 0) -> torch.Tensor:
         """A seeded batch of normal noise images: what every check feeds both graphs."""
         h, w = size or self.train
@@ -100,19 +107,31 @@ def dynamic_shapes(geo: Geometry, scope: str) -> dict:
 
 
 class _Images(nn.Module):
-    """The model with its input named ``images`` (``dynamic_shapes`` and the ONNX input name)."""
+    """The model with its input named ``images`` (``dynamic_shapes`` and the ONNX input name), the
+    images cut into patches and joined again before it: the identity at every size the patch
+    divides, a reshape that fails at any other size, in every runtime.
 
-    def __init__(self, model: nn.Module):
+    The model's own refusal of such a size (``VisionTransformer.grid_for``) does not survive the
+    trace: the dynamic sides are multiples of the patch by construction (:func:`dynamic_shapes`), so
+    the check is true and dropped, and an ONNX graph checks no input shape. Without this reshape,
+    a patch-4 graph ran a 30x30 image as its top-left 28x28 crop (the convolution's stride skips the
+    rest) and returned logits where PyTorch refuses the size."""
+
+    def __init__(self, model: nn.Module, patch: tuple[int, int]):
         super().__init__()
-        self.model = model
+        self.model, self.patch = model, patch
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.model(images)
+        b, c, h, w = images.shape
+        (ph, pw) = self.patch
+        patches = images.reshape(b, c, h // ph, ph, w // pw, pw)  # fails unless ph divides h and pw divides w
+        return self.model(patches.reshape(b, c, h, w))
 
 
 def trace(model: nn.Module, geo: Geometry, scope: str) -> torch.export.ExportedProgram:
     """``torch.export.export`` of ``model`` (in eval mode) for the range ``scope``."""
-    return torch.export.export(_Images(model.eval()), (geo.example(),), dynamic_shapes=dynamic_shapes(geo, scope))
+    wrapped = _Images(model.eval(), geo.patch)
+    return torch.export.export(wrapped, (geo.example(),), dynamic_shapes=dynamic_shapes(geo, scope))
 
 
 def to_onnx(program: torch.export.ExportedProgram) -> bytes:
@@ -159,8 +178,12 @@ def ort_session(model: bytes, threads: int | None = None):
 def runner(fmt: str, artifact) -> Callable[[torch.Tensor], np.ndarray]:
     """A function images -> logits (numpy) running the exported graph."""
     if fmt == "onnx":
+        import onnxruntime as ort
+
         session = ort_session(artifact, threads=torch.get_num_threads())
-        return lambda images: session.run(None, {"images": images.numpy()})[0]
+        quiet = ort.RunOptions()
+        quiet.log_severity_level = 4  # a run that fails raises its error, which onnxruntime would also print
+        return lambda images: session.run(None, {"images": images.numpy()}, quiet)[0]
     module = artifact.module()
     return lambda images: module(images).detach().numpy()
 
@@ -189,7 +212,8 @@ class Exported:
 
 def check(model: nn.Module, run, geo: Geometry, scope: str) -> dict[tuple[int, int], float]:
     """The largest |run(x) - model(x)| at every size of the range; a size where the graph fails or
-    disagrees raises ``ValueError`` naming it."""
+    disagrees raises ``ValueError`` naming it, and so does a graph that runs at a size the patch
+    does not divide (:meth:`Geometry.off_patch`), which the eager model refuses."""
     diffs = {}
     for i, size in enumerate(geo.check_sizes(scope)):
         images = geo.example(batch=2 if i == 0 else 3, size=size, seed=i + 1)
@@ -204,6 +228,14 @@ def check(model: nn.Module, run, geo: Geometry, scope: str) -> dict[tuple[int, i
         if not diff <= TOLERANCE:  # also NaN
             raise ValueError(f"at {name} the graph differs from the eager model by {diff:.2g}")
         diffs[size] = max(diff, diffs.get(size, 0.0))
+    odd = geo.off_patch()
+    if odd is not None:
+        try:
+            run(geo.example(size=odd))
+        except Exception:  # noqa: BLE001, S110 (the refusal asked for; its wording is the runtime's)
+            pass
+        else:
+            raise ValueError(f"at {odd[0]}x{odd[1]} the graph runs although the patch does not divide that size")
     return diffs
 
 

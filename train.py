@@ -2,21 +2,25 @@
 
 See configs/train.yaml for every option, ``python train.py --help`` for a
 summary and README.md for the recipes. The config is checked before anything
-is written (vitpos/validate.py, once per run); a bad option or input prints one line
-``error: <option>: <what> (<fix>)`` and exits with code 2. :func:`main` is the
+is written (vitpos/validate.py: in the run; a sweep's jobs also all before the first starts);
+a bad option or input prints one line ``error: <option>: <what> (<fix>)`` and exits with code 2. :func:`main` is the
 command: ``main(["data=shapes"])`` runs ``python train.py data=shapes`` in process.
 
-Compositions of the config per command: the precheck composes it once, so that a bad
-override is one line (:func:`precheck`; a failure is worded from that same composition);
-a command that gets past it is handed to Hydra's own main, which composes it again (twice:
-once to read ``hydra.mode``, once to run).
+Compositions of the config per command. A single run: three. The precheck composes it once
+(:func:`precheck`: Hydra's main reports a bad override in many lines and exits 1, and offers no
+hook to word it; the precheck words it from its own composition), then Hydra's main composes it
+twice (once to read ``hydra.mode``, once to run). A sweep ``-m`` of N jobs: 2N + 3. The precheck
+composes the sweep's own config once (the command without its sweeps, as Hydra composes it), Hydra's
+main twice, then the sweeper (``hydra/sweeper=vitpos``, hydra_plugins/vitpos_sweeper) composes and
+checks every job before it launches any (a bad job: one line, exit 2, nothing written), and the
+launcher composes each job again to run it.
 """
 
 import sys
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from vitpos.run.sweep import register_resolver
 
@@ -69,53 +73,54 @@ def report(err: BaseException) -> None:
 
 
 def precheck(argv: list[str]) -> None:
-    """Compose the command's config as Hydra will, so a bad override (unknown key,
-    unknown group option, a value Hydra's grammar cannot read) is one line here instead of
-    Hydra's multi-line report. A ``-m`` sweep: every job's config, as Hydra's basic sweeper
-    composes them before it launches any (it would stop the whole sweep on the first that
-    fails), so a bad option exits 2 before Hydra writes ``multirun.yaml``."""
+    """Compose the command's config as Hydra's main composes it first, so that a bad override
+    (unknown key, unknown group option, Hydra's own ``hydra.*`` and ``hydra/<group>=`` included; a
+    value Hydra's grammar cannot read) is one line here instead of Hydra's multi-line report. A
+    ``-m`` sweep: its config without the sweeps, as Hydra composes it; the sweeper composes and
+    checks each job before it launches any (hydra_plugins/vitpos_sweeper)."""
     flags = [a for a in argv if a.startswith("-")]
     if set(flags) - set(SWEEP_WORDS):  # --help, --cfg, --info: Hydra's own business
         return
     from hydra.errors import HydraException
 
     from vitpos.cli import override_error
+    from vitpos.errors import UserError
 
     words = [a for a in argv if not a.startswith("-")]
     try:
-        for job in (sweep_job_overrides(words) or []) if flags else [words]:
-            compose_config(job)
+        compose_config(unswept(words) if flags else words)
+    except UserError as err:
+        report(err)
     except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
         report(override_error(err, CONFIGS, words))
 
 
-def sweep_job_overrides(words: list[str]) -> list[list[str]] | None:
-    """The overrides of each job ``python train.py -m WORDS`` launches (Hydra's basic sweeper's
-    cross product of comma lists, ``range``, ``choice``). None where Hydra alone can expand the
-    sweep (``glob(...)``, which needs its config search, or another sweeper): those are left to
-    Hydra's own check."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+def unswept(words: list[str]) -> list[str]:
+    """The overrides of ``python train.py -m WORDS`` but its sweeps (comma lists, ``range``, ``glob``...):
+    the sweep's own config, which Hydra composes before its sweeper makes the jobs. A sweep of one of
+    Hydra's own options is refused, as Hydra refuses it."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
 
-    overrides = OverridesParser.create().parse_overrides(words)  # a parse error: worded by precheck
-    if any(o.get_key_element().startswith("hydra/sweeper") for o in overrides):
-        return None
-    try:
-        (jobs,) = BasicSweeper.split_arguments(overrides, max_batch_size=None)
-    except (HydraException, ValueError, TypeError, AssertionError):  # glob(...): Hydra's to expand
-        return None
-    return jobs
+    from vitpos.errors import UserError
+
+    kept = []
+    for override in OverridesParser.create().parse_overrides(words):  # a parse error: worded by precheck
+        if not override.is_sweep_override():
+            kept.append(override.input_line)
+        elif override.is_hydra_override():
+            key = override.get_key_element()
+            raise UserError(key, "Hydra sweeps the run's options, not its own", f"one sweep per value: {key}=<value>")
+    return kept
 
 
 def compose_config(argv: list[str]) -> DictConfig:
-    """The config ``python train.py ARGV`` runs, composed with Hydra's compose API (Hydra's
-    own ``hydra.*`` overrides left out: they configure Hydra, not the run)."""
+    """The config ``python train.py ARGV`` runs, composed with Hydra's compose API: Hydra's own
+    ``hydra.*`` options composed too, so that a bad one fails here, and left out of the config
+    returned, as Hydra leaves them out of a job's config."""
     from hydra import compose, initialize_config_dir
 
-    overrides = [a for a in argv if not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     with initialize_config_dir(str(CONFIGS), version_base="1.3"):
-        return compose("train", overrides=overrides)
+        return compose("train", overrides=list(argv))
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name="train")  # absolute: also when imported
@@ -128,13 +133,12 @@ def run(cfg: DictConfig) -> float:
     from vitpos.run import sweep
 
     hydra_cfg = HydraConfig.get()
-    with open_dict(cfg):  # the model's config name for the run folder (vitpos/run/identity.py)
-        cfg.run.model = cfg.run.get("model") or hydra_cfg.runtime.choices.get("model")
+    sweep.name_model(cfg, hydra_cfg.runtime.choices)  # the model's config name for the run folder
     from vitpos.validate import validate
 
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
     try:
-        validate(cfg)  # the one check of the config, before torch loads and anything is written
+        validate(cfg)  # before torch loads and anything is written (a sweep's jobs: checked by the sweeper too)
         from vitpos.run.identity import run_dir
         from vitpos.train import train
 

@@ -37,18 +37,43 @@ def one_thread(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
 
+def held_run_folder(runs, *overrides: str):
+    """The run folder ``python train.py OVERRIDES run.root=RUNS`` trains in (vit_micro), held by a live
+    process as a run in progress holds it: a job for that run is refused when it starts."""
+    from hydra import compose, initialize_config_dir
+
+    from vitpos.run import folder as run_folder
+    from vitpos.run.identity import run_dir
+
+    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("train", overrides=[*overrides, f"run.root={runs}", "run.model=vit_micro"])
+    held = run_dir(cfg)
+    held.mkdir(parents=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1200)"])
+    body = {"pid": sleeper.pid, "host": run_folder.socket.gethostname(), "command": "train.py"}
+    (held / run_folder.LOCK).write_text(json.dumps(body))
+    return sleeper
+
+
 @pytest.mark.slow
 def test_two_jobs_finish_a_failed_one_is_reported_and_compare_lists_them(tmp_path):
+    """Job 2 fails as it starts (its run folder is in use: every job passed the sweep's config check,
+    which refuses a bad option before any job runs), the other two finish."""
     sweep, runs = tmp_path / "multirun", tmp_path / "runs"
-    ran = run_command("train.py", *LOCAL, *TINY, "encoding=rope_2d,learned_1d,alibi",  # alibi: for sequences
-                      f"run.root={runs}", f"hydra.sweep.dir={sweep}", cwd=tmp_path)  # fmt: skip
+    sleeper = held_run_folder(runs, *TINY, "encoding=alibi_2d")
+    try:
+        ran = run_command("train.py", *LOCAL, *TINY, "encoding=rope_2d,learned_1d,alibi_2d",
+                          f"run.root={runs}", f"hydra.sweep.dir={sweep}", cwd=tmp_path)  # fmt: skip
+    finally:
+        sleeper.kill()
+        sleeper.wait()
     out = ran.out + ran.err
     assert ran.code == 1, out  # a job failed: the sweep's exit status says so
     assert f"sweep {sweep}: 3 jobs, 1 failed, 0 missing, 2 finished" in out, out
-    assert f"failed: {sweep}/2: error: encoding: 'alibi' is for sequences" in out, out
+    assert f"failed: {sweep}/2: error: run folder: " in out and f"in use by process {sleeper.pid}" in out, out
     assert f"job logs: {sweep}/.submitit/<job id>/" in out
     logs = "".join(p.read_text() for p in sweep.glob(".submitit/*/*_log.out"))
-    for num, name in enumerate(("rope_2d", "learned_1d", "alibi")):  # each job's own lines, in its own log
+    for num, name in enumerate(("rope_2d", "learned_1d", "alibi_2d")):  # each job's own lines, in its own log
         assert f"[job {num}] start: " in logs and f"encoding={name}" in logs, logs
     assert (sweep / "0" / "outcome.txt").read_text().startswith("test/acc ")
 
@@ -57,7 +82,7 @@ def test_two_jobs_finish_a_failed_one_is_reported_and_compare_lists_them(tmp_pat
     md = (tmp_path / "report" / "report.md").read_text()
     assert "rope_2d" in md and "learned_1d" in md, md
     (failed,) = [line for line in md.splitlines() if line.startswith(f"- `{sweep}/2`")]
-    assert "3 jobs, 1 failed:" in md and " encoding=alibi " in failed and "error: encoding: 'alibi' is for" in failed
+    assert "3 jobs, 1 failed:" in md and " encoding=alibi_2d " in failed and "error: run folder: " in failed
     metrics = sorted(runs.glob("shapes/vit_micro/*/seed0/metrics.json"))
     assert [m.parents[1].name.split("-")[0] for m in metrics] == ["learned_1d", "rope_2d"]
 
@@ -341,13 +366,19 @@ def test_the_cluster_page_has_its_commands_and_names_real_launcher_options():
 @pytest.mark.slow
 def test_a_sweep_rerun_in_the_same_folder_reports_the_new_outcome_not_the_old_one(tmp_path):
     """Resubmitting into the first sweep's folder (``hydra.sweep.dir=``, docs/cluster.md) replaces
-    a job's ``error.log`` of the earlier attempt: a job that now finishes is not listed as failed."""
-    sweep = tmp_path / "multirun"
-    common = ["-m", "data=shapes", "model=vit_micro", "debug=fast", f"run.root={tmp_path / 'runs'}",
-              f"hydra.sweep.dir={sweep}"]  # fmt: skip
-    first = run_command("train.py", *common, "encoding=alibi", cwd=tmp_path)  # alibi is for sequences: refused
+    a job's ``error.log`` of the earlier attempt: a job that now finishes is not listed as failed.
+    The first attempt fails as its job starts: another process holds the run folder."""
+    sweep, runs = tmp_path / "multirun", tmp_path / "runs"
+    job = ["data=shapes", "model=vit_micro", "debug=fast", "encoding=rope_2d"]
+    common = ["-m", *job, f"run.root={runs}", f"hydra.sweep.dir={sweep}"]
+    sleeper = held_run_folder(runs, *job)
+    try:
+        first = run_command("train.py", *common, cwd=tmp_path)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
     assert first.code == 1 and f"sweep {sweep}: 1 job, 1 failed, 0 missing, 0 finished" in first.out, first.out
-    again = run_command("train.py", *common, "encoding=rope_2d", cwd=tmp_path)
+    again = run_command("train.py", *common, cwd=tmp_path)  # the holder is gone: its lock is taken over
     assert again.code == 0, again.out + again.err
     assert f"sweep {sweep}: 1 job, 0 failed, 0 missing, 1 finished" in again.out, again.out
     assert not (sweep / "0" / "error.log").exists() and (sweep / "0" / "outcome.txt").exists()

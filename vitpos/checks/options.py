@@ -6,7 +6,9 @@ task), the typed options, the names a run turns into folders, the thread count a
 The typed options: one table of every plain number and true/false option (its type, bounds and
 help), one check. The table is the rule's one owner: the config check (:func:`check_options`),
 ``python train.py --help`` (:func:`help_lines`) and the config fuzzer's range of each option
-(tests/test_config_fuzz.py) all read it; the defaults are the config files' (configs/).
+(tests/test_config_fuzz.py) all read it; the defaults are the config files' (configs/). The
+options of a sweep's launcher (``hydra.launcher.*``) are Hydra's, not the run's: they have a table
+of their own, :data:`LAUNCHER`, with the same rules and the same check (:func:`check_launcher`).
 
 Python counts ``True`` and ``False`` as the integers 1 and 0, and YAML turns ``true`` into
 ``True``: an integer option written as ``data.train_len=true`` would train on sequences of one
@@ -51,14 +53,18 @@ class Int:
     unless: str | None = None  # an option that, when set, makes this one unused (trainer.fast_dev_run)
     maximum: int | None = None
     length: int | None = None  # items: exactly this many
+    also: tuple[int, ...] = ()  # values below the minimum that mean something (joblib's n_jobs=-1: every core)
     help: str = ""
 
     def rule(self) -> str:
         most = f" and <= {self.maximum}" if self.maximum is not None else ""
-        return f"an integer >= {self.minimum}{most}{' (or null)' if self.null else ''}"
+        other = "".join(f" (or {v})" for v in self.also)
+        return f"an integer >= {self.minimum}{most}{other}{' (or null)' if self.null else ''}"
 
     def problem(self, value) -> str | None:
         if value is None and self.null:
+            return None
+        if is_integer(value) and value in self.also:
             return None
         if is_integer(value) and value >= self.minimum and (self.maximum is None or value <= self.maximum):
             return None
@@ -194,6 +200,28 @@ OPTIONS: dict[str, Int | Number | Flag] = {
 }
 
 
+#: the options of a sweep's launcher (``hydra.launcher.<key>``: joblib's, submitit's), checked by the sweep
+#: (hydra_plugins/vitpos_sweeper) before any job is launched, each where the chosen launcher has it: a
+#: ``timeout_min=0`` ran every job into the time limit, a ``cpus_per_task=-1`` was passed on as it was
+LAUNCHER: dict[str, Int] = {
+    "timeout_min": Int(60, help="submitit: minutes a job may run before it is killed"),
+    "cpus_per_task": Int(4, null=True, help="submitit: CPU cores of each job's task"),
+    "gpus_per_node": Int(1, minimum=0, null=True, help="submitit: GPUs of each job's node"),
+    "tasks_per_node": Int(1, help="submitit: processes per node (DDP: one per GPU)"),
+    "nodes": Int(1, help="submitit: nodes of each job"),
+    "mem_gb": Int(16, null=True, help="submitit: memory of each job's node, GB"),
+    "array_parallelism": Int(256, help="submitit_slurm: jobs of the sweep running at once"),
+    "n_jobs": Int(2, also=(-1,), help="joblib: jobs side by side in worker processes; -1: one per core"),
+}
+
+
+def check_launcher(launcher: dict) -> None:
+    """The options of :data:`LAUNCHER` that the sweep's launcher config ``launcher`` (a mapping) has."""
+    for key, spec in LAUNCHER.items():
+        if key in launcher:
+            check_value(f"hydra.launcher.{key}", spec, launcher[key])
+
+
 def describe(spec: Int | Number | Flag) -> str:
     """The rule of ``spec`` as ``--help`` shows it: ``an integer >= 1``, ``a list of 2: in [0, 1)``."""
     rule = spec.rule()
@@ -205,13 +233,17 @@ def describe(spec: Int | Number | Flag) -> str:
 
 
 def help_lines() -> list[str]:
-    """The options of :data:`OPTIONS`, by the task that uses them: name, rule, help (``--help``)."""
+    """The options of :data:`OPTIONS`, by the task that uses them, then :data:`LAUNCHER`'s: name,
+    rule, help (``--help``)."""
     lines = []
     for task, title in ((None, "every task"), (IMAGE, "images"), (SEQUENCE, "sequences")):
         lines.append(f"  {title}:")
         for option, spec in OPTIONS.items():
             if spec.task == task:
                 lines.append(f"    {option:<28} {describe(spec)}: {spec.help}")
+    lines.append("  sweeps (-m), where the launcher has the option:")
+    for key, spec in LAUNCHER.items():
+        lines.append(f"    {'hydra.launcher.' + key:<28} {describe(spec)}: {spec.help}")
     return lines
 
 

@@ -6,6 +6,12 @@ bad input is worded (``<option>: <what> (<fix>)``). The keys it suggests for a
 misspelt option come from the failed composition itself: OmegaConf's error
 carries the config node in which the key was looked up, so no second
 composition is needed.
+
+Hydra's own options (``hydra.*``, ``hydra/<group>=``) are worded the same way: an unknown
+launcher option lists the launcher's options, a value of the wrong type for a typed launcher
+option says the rule of :data:`vitpos.checks.options.LAUNCHER` (through
+:func:`vitpos.validate.check_launcher`), an unknown launcher or sweeper lists Hydra's own options
+of the group (its plugins' configs too, not only those under ``configs/``).
 """
 
 from __future__ import annotations
@@ -16,10 +22,13 @@ from pathlib import Path
 
 from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
+from omegaconf.errors import ValidationError
 
 from vitpos.errors import UserError
+from vitpos.validate import check_launcher
 
 MISSING_CONFIG = re.compile(r"Could not (?:find|load) '([\w/]+)/([^']+)'")
+AVAILABLE = re.compile(r"Available options in '[\w/]+':\n((?:\t.*\n?)+)")  # Hydra's list of a group's configs
 NULL_GROUP = "Config group override must be a string or a list"  # optim=null: Hydra's ValueError
 BAD_KEY = (re.compile(r"Could not (?:override|append to) '([^']+)'"), re.compile(r"full_key: (\S+)"))
 
@@ -36,16 +45,26 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
         return _unparsable(err.override)
     missing = MISSING_CONFIG.search(text)
     if missing:
-        return _missing_config(*missing.groups(), configs)
+        listed = AVAILABLE.search(text)
+        hydras = listed.group(1).split() if listed else None
+        return _missing_config(*missing.groups(), configs, hydras)
+    typed = _cause(err, ValidationError)
+    if typed is not None and getattr(typed, "full_key", None):
+        return _wrong_type(str(typed.full_key), typed, words)
     bad = BAD_KEY[0].search(text) or BAD_KEY[1].search(text)
     if bad:
         key = bad.group(1).lstrip("+~")
         section, _, leaf = key.rpartition(".")
-        known = known_keys(err, key)
+        known = [k for k in known_keys(err, key) if not k.startswith("_")]  # _target_: the class, no option
         close = difflib.get_close_matches(leaf, known, n=1)
         prefix = section + "." if section else ""
         if close:
             hint = f"did you mean {prefix}{close[0]}?"
+        elif key.startswith("hydra."):  # a section of Hydra's (hydra.launcher): its options are the class's
+            hint = f"valid: {', '.join(prefix + k for k in known)}" if known else f"{section} has none here"
+            if not known and section == "hydra.launcher":  # Hydra's basic launcher: the default
+                hint = "the launcher chosen takes none; hydra/launcher=vitpos_local, vitpos_slurm or joblib take some"
+            return UserError(key, "no such option", f"{hint}; python train.py --cfg hydra lists them")
         else:
             hint = f"valid: {', '.join(prefix + k for k in known)}" if known else "see configs/train.yaml"
         return UserError(key, "no such option", f"{hint}; +{key}=... adds a new key")
@@ -79,13 +98,36 @@ def _null_group(words: list[str], configs: Path) -> UserError | None:
     return None
 
 
-def _missing_config(group: str, name: str, configs: Path) -> UserError:
-    """``<group>=<name>`` names no config file: the valid names of the group, read from its
+def _missing_config(group: str, name: str, configs: Path, listed: list[str] | None = None) -> UserError:
+    """``<group>=<name>`` names no config file: the valid names of the group, as Hydra ``listed``
+    them (a group of Hydra's, ``hydra/launcher``, also has its plugins' configs), else read from its
     folder (for ``encoding`` the config names are the registry names), so the refusal needs no
     torch. Which of them suit images or sequences the config check says once a name exists."""
-    options = sorted(p.stem for p in (configs / group).glob("*.yaml"))
+    options = listed or sorted(p.stem for p in (configs / group).glob("*.yaml"))
     what = "encoding" if group == "encoding" else "config"
     return UserError(group, f"no {what} {name!r}", f"valid: {', '.join(options)}")
+
+
+def _wrong_type(key: str, cause: BaseException, words: list[str]) -> UserError:
+    """A value Hydra's typed config refuses (``hydra.launcher.timeout_min=abc``: the launcher's
+    options are typed): the rule of :data:`vitpos.checks.options.LAUNCHER` where it has one, else
+    OmegaConf's own words."""
+    value = next((w.partition("=")[2] for w in words if w.partition("=")[0].lstrip("+~") == key), None)
+    section, _, leaf = key.rpartition(".")
+    if section == "hydra.launcher" and value is not None:
+        try:
+            check_launcher({leaf: value})
+        except UserError as err:
+            return err
+    what = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    return UserError(key, what, "python train.py --cfg hydra shows Hydra's options and their values")
+
+
+def _cause(err: BaseException, kind: type) -> BaseException | None:
+    """The first exception of type ``kind`` in the chain of causes of ``err`` (itself included)."""
+    while err is not None and not isinstance(err, kind):
+        err = err.__cause__
+    return err
 
 
 def known_keys(err: BaseException, key: str) -> list[str]:

@@ -60,19 +60,26 @@ def read_lock(folder: Path) -> dict | None:
     return body if isinstance(body, dict) and isinstance(body.get("pid"), int) else None
 
 
-def acquire(folder: Path) -> Path:
-    """Write ``folder/.lock`` for this process; refuse when a live process holds it."""
+def acquire(
+    folder: Path,
+    option: str = "run folder",
+    fix: str = "wait for it to finish, or pass seed=<k> or run.label=<name> for another run",
+    command: str = "train.py",
+) -> Path:
+    """Write ``folder/.lock`` for this process (``command``: what holds it); refuse, naming
+    ``option`` and the ``fix``, when a live process holds it. A run holds its run folder; a sweep
+    holds its ``hydra.sweep.dir`` too (hydra_plugins/vitpos_sweeper), whose job folders it reads."""
     holder = read_lock(folder)
     if holder is not None and holder["pid"] != os.getpid():
         same_host = holder.get("host") == socket.gethostname()
         if not same_host or process_alive(holder["pid"], holder.get("started")):  # else stale: a killed run's
             raise UserError(
-                "run folder",
+                option,
                 f"{folder} is in use by process {holder['pid']} on {holder.get('host', '?')} "
                 f"(started {holder.get('command', 'the same run')})",
-                "wait for it to finish, or pass seed=<k> or run.label=<name> for another run",
+                fix,
             )
-    body = {"pid": os.getpid(), "started": start_time(os.getpid()), "host": socket.gethostname(), "command": "train.py"}
+    body = {"pid": os.getpid(), "started": start_time(os.getpid()), "host": socket.gethostname(), "command": command}
     return atomic_write_text(folder / LOCK, json.dumps(body) + "\n")
 
 

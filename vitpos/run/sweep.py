@@ -8,6 +8,12 @@ next job. :class:`SweepReport`, a Hydra callback (``configs/train.yaml``:
 overrides, minutes, ``test/acc``) and a summary at the end; ``train.py`` then
 exits with code 1 when any job failed.
 
+Bad options are no failed jobs: the sweep (``hydra/sweeper=vitpos``, hydra_plugins/vitpos_sweeper)
+composes and checks every job before it launches any, and refuses the whole sweep with one line
+(:func:`refuse`), exit code 2, nothing written. The job folders of a sweep are its own: the sweep holds
+``<hydra.sweep.dir>/.lock`` while it runs, so a second sweep into the same folder is refused instead
+of reading the first one's job outcomes as its own.
+
 A SIGINT (Ctrl-C) or SIGTERM is no failure: it stops the whole sweep (or a single run)
 within seconds, in any phase, and the same command resumes it (:mod:`vitpos.run.signals`,
 installed by :class:`SweepReport` while ``train.py``'s app runs).
@@ -20,13 +26,15 @@ comparison without a list to edit.
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from hydra.experimental.callback import Callback
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from vitpos.run import signals
 
@@ -62,6 +70,36 @@ def register_resolver() -> None:
     """Make ``${vitpos_image_encodings:}`` the comma list of :func:`image_encodings` (Hydra's sweeper
     sweeps a comma list) in every config composed after this call: ``train.py`` calls it."""
     OmegaConf.register_new_resolver(RESOLVER, lambda: ",".join(image_encodings()), replace=True)
+
+
+def name_model(cfg: DictConfig, choices) -> None:
+    """``run.model``, where the config leaves it null: the name of the model config chosen
+    (``model=vit_micro``, from Hydra's ``runtime.choices``), which names the run folder
+    (vitpos/run/identity.py). A job (``train.py``) and the sweep's check of it both call this."""
+    if isinstance(cfg.get("run"), DictConfig):
+        with open_dict(cfg):
+            cfg.run.model = cfg.run.get("model") or choices.get("model")
+
+
+def job_config(sweep_config: DictConfig) -> DictConfig:
+    """The config a job of the sweep runs, from its composed sweep config: as Hydra hands it to
+    the job (without the ``hydra`` node), ``run.model`` named (:func:`name_model`)."""
+    cfg = copy.deepcopy(sweep_config)
+    with read_write(cfg), open_dict(cfg):
+        del cfg["hydra"]
+    name_model(cfg, sweep_config.hydra.runtime.get("choices") or {})
+    return cfg
+
+
+def refuse(err: BaseException) -> NoReturn:
+    """A sweep refused before its first job (a bad option of one job, of the launcher, a sweep folder
+    in use): one line ``error: ...`` and exit code 2, as ``train.py`` refuses a single run. Raised from
+    inside Hydra's app as a ``SystemExit``, which Hydra hands on instead of printing its report; the
+    signal handlers the sweep's callback installed at its start are put back."""
+    signals.uninstall()
+    _failed.clear()
+    print(f"error: {err}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def record_failure(job_dir: str | Path, err: BaseException) -> str:
@@ -149,6 +187,9 @@ class SweepReport(Callback):
         say(f"sweep {sweep}: {counted}, {len(failed)} failed, {len(missing)} missing, {finished} finished")
         for line in _failed:
             say(f"  {line}")
+        limit = config.hydra.launcher.get("timeout_min")  # submitit's: a job still running then is killed
+        if missing and limit is not None:
+            say(f"  a missing job may have run out of time: hydra.launcher.timeout_min={limit} (minutes; raise it)")
         if (sweep / ".submitit").is_dir():  # submitit launchers: every job printed into its own log there
             say(f"  job logs: {sweep}/.submitit/<job id>/")
         if jobs:

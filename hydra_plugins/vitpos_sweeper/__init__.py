@@ -1,0 +1,2 @@
+"""vitpos's Hydra sweeper: :mod:`.checked` (``hydra/sweeper=vitpos``, the default of ``configs/train.yaml``: the
+jobs of Hydra's basic sweeper, every one composed and checked before any is launched)."""

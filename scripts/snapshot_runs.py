@@ -45,7 +45,8 @@ def snapshot(src: Path, dst: Path) -> int:
         if json.loads(status.read_text()).get("status") != "complete":
             continue
         target = dst / run.relative_to(src)
-        target.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(target, ignore_errors=True)  # a run trained again replaces its copy: no stale event files
+        target.mkdir(parents=True)
         for f in [status, run / "hparams.yaml", run / "test_predictions.npz", *run.glob("events.out.tfevents.*")]:
             if f.is_file():
                 shutil.copy2(f, target / f.name)

@@ -28,6 +28,12 @@ def test_a_plugin_is_scored_beside_a_committed_baseline_and_resumes(tmp_path):
     assert base.code == 0, base.out[-2000:] + base.err[-2000:]
     results = tmp_path / "results"
     assert snapshot(tmp_path / "base" / "extrapolation_aspect", results / "extrapolation_aspect" / "runs") == 2
+    # scored again once its runs are committed: read, not trained, and one row, not a copy clash
+    rows = (tmp_path / "base" / "aspect" / "report" / "report.md").read_text().count("| `none` |")
+    rescored = run_command("vitpos.benchmark", "encoding=none", "protocols=[aspect]", "seeds=2", f"out={tmp_path}/base",
+                           f"results={results}", tiny(cifar), cwd=tmp_path)  # fmt: skip
+    assert rescored.code == 0 and rescored.out.count("finished earlier") == 2, rescored.out[-2000:] + rescored.err
+    assert (tmp_path / "base" / "aspect" / "report" / "report.md").read_text().count("| `none` |") == rows
 
     args = ["encoding=scaled_sincos", f"module={EXAMPLE}", "protocols=[aspect]", "seeds=2", f"out={tmp_path}/out",
             f"results={results}", tiny(cifar)]  # fmt: skip

@@ -84,6 +84,12 @@ def test_the_snapshot_tool_makes_a_copied_run_portable(tmp_path):
     assert json.loads((copied / "metrics.json").read_text())["best_checkpoint"] == "checkpoints/best-epoch019.ckpt"
     assert run_dir(OmegaConf.create(saved)).parts[-3:] == committed.parts[-3:]
 
+    # the same run trained again: its copy is replaced, not merged (one run's event files, not two)
+    for old_events in run.glob("events.out.tfevents.*"):
+        old_events.rename(old_events.with_name(old_events.name + ".retrained"))
+    assert snapshot_runs.snapshot(src, tmp_path / "snap") == 1
+    assert sorted(f.name for f in copied.iterdir()) == sorted(f.name for f in run.iterdir() if f.is_file())
+
 
 def test_a_run_saves_its_per_image_predictions_and_the_snapshot_keeps_them(tmp_path):
     """The predicted and true class of every test image, in test-set order: their agreement is the

@@ -169,8 +169,11 @@ def score(p: Plan, out: Path, encoding: str) -> str:
         print(f"[{p.protocol} {i}/{len(p.configs)}] {name} seed {seed}: test/acc {acc:.4f}", flush=True)
     combined = out / p.protocol / "combined"  # the runs the report reads, without their checkpoints
     shutil.rmtree(combined, ignore_errors=True)
-    for folder in {*folders, *(c.parent for c in p.committed)}:  # <model>/<label> folders: every seed
-        shutil.copytree(folder, combined / folder.parent.name / folder.name, ignore=shutil.ignore_patterns("*.ckpt"))
+    # <model>/<label> folders, every seed: the committed ones first, then this machine's over them (an
+    # encoding whose runs are committed already, scored again, keeps one row, its runs from here)
+    for folder in [*dict.fromkeys(c.parent for c in p.committed), *dict.fromkeys(folders)]:
+        shutil.copytree(folder, combined / folder.parent.name / folder.name,
+                        ignore=shutil.ignore_patterns("*.ckpt"), dirs_exist_ok=True)  # fmt: skip
     result = compare(combined, out / p.protocol / "report")
     return row_line(result.groups, folders[0].name, p.protocol)
 

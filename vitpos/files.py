@@ -29,6 +29,13 @@ DISK_ERRORS = {
 }
 
 
+def cause(err: OSError) -> str:
+    """What an ``OSError`` says happened, with its errno's name: ``no space left on the device
+    [ENOSPC]`` (the wording of :data:`DISK_ERRORS` where it has one, else the system's)."""
+    what = DISK_ERRORS[err.errno][0] if err.errno in DISK_ERRORS else (err.strerror or "").lower()
+    return f"{what} [{errno.errorcode.get(err.errno, type(err).__name__)}]"
+
+
 class WriteError(OSError):
     """A write the disk refused (:data:`DISK_ERRORS`), worded as one line
     ``disk: cannot write <path>: <cause> [<ERRNO>] (<fix>, then rerun ...)``. Still an ``OSError``
@@ -37,10 +44,10 @@ class WriteError(OSError):
     :class:`vitpos.run.folder.DiskFault`)."""
 
     def __init__(self, path: str | Path, err: OSError):
-        what, fix = DISK_ERRORS[err.errno]
+        fix = DISK_ERRORS[err.errno][1]
         self.path = Path(path)
         self.message = (
-            f"disk: cannot write {path}: {what} [{errno.errorcode[err.errno]}] ({fix}, then rerun the same "
+            f"disk: cannot write {path}: {cause(err)} ({fix}, then rerun the same "
             "command: a run continues from its last checkpoint, the files before this write are intact)"
         )
         super().__init__(err.errno, self.message)

@@ -48,7 +48,7 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
         listed = AVAILABLE.search(text)
         hydras = listed.group(1).split() if listed else None
         return _missing_config(*missing.groups(), configs, hydras)
-    typed = _cause(err, ValidationError)
+    typed = _cause(err, lambda e: isinstance(e, ValidationError))
     if typed is not None and getattr(typed, "full_key", None):
         return _wrong_type(str(typed.full_key), typed, words)
     bad = BAD_KEY[0].search(text) or BAD_KEY[1].search(text)
@@ -123,9 +123,9 @@ def _wrong_type(key: str, cause: BaseException, words: list[str]) -> UserError:
     return UserError(key, what, "python train.py --cfg hydra shows Hydra's options and their values")
 
 
-def _cause(err: BaseException, kind: type) -> BaseException | None:
-    """The first exception of type ``kind`` in the chain of causes of ``err`` (itself included)."""
-    while err is not None and not isinstance(err, kind):
+def _cause(err: BaseException | None, found) -> BaseException | None:
+    """The first exception for which ``found`` is true in the chain of causes of ``err`` (itself included)."""
+    while err is not None and not found(err):
         err = err.__cause__
     return err
 
@@ -136,9 +136,7 @@ def known_keys(err: BaseException, key: str) -> list[str]:
     which the last part of ``key`` was not found. Empty when the section itself does not exist or
     is not a mapping, for a key at the top level (the message then points at configs/train.yaml,
     as it always has), or when the error does not say (a hint only)."""
-    cause = err.__cause__
-    while cause is not None and not hasattr(cause, "parent_node"):
-        cause = cause.__cause__
+    cause = _cause(err.__cause__, lambda e: hasattr(e, "parent_node"))
     node = getattr(cause, "parent_node", None)
     if "." not in key or not isinstance(node, DictConfig) or getattr(cause, "full_key", None) != key:
         return []  # a top-level key, or not the leaf that was missing (its section is missing too)

@@ -22,7 +22,7 @@ import torch
 
 from vitpos.cli import option, parse_options
 from vitpos.errors import UserError
-from vitpos.files import DISK_ERRORS, WriteError, atomic_path
+from vitpos.files import WriteError, atomic_path, cause
 from vitpos.run.checkpoint import newest_checkpoint, task_kind
 from vitpos.sizes import as_hw
 from vitpos.tasks.build import from_checkpoint, load_plugin
@@ -109,9 +109,7 @@ def check_writable(out: Path) -> None:
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as err:
-        what = DISK_ERRORS[err.errno][0] if err.errno in DISK_ERRORS else (err.strerror or "").lower()
-        code = errno.errorcode.get(err.errno, type(err).__name__)
-        raise UserError(f"out={out}", f"no file can be created in {existing} ({what} [{code}])",
+        raise UserError(f"out={out}", f"no file can be created in {existing} ({cause(err)})",
                         f"pass out=<a folder you can write>/{out.name}") from None  # fmt: skip
 
 
@@ -159,8 +157,9 @@ def write(result: Exported, out: Path) -> None:
             with contextlib.suppress(OSError):
                 folder.rmdir()
         fix = LATE_FIXES.get(err.errno, f"pass out=<a folder you can write>/{out.name}")
-        what = f"{DISK_ERRORS[err.errno][0]} [{errno.errorcode[err.errno]}]"
-        raise UserError(f"out={out}", f"cannot be written after the export: {what}; nothing written", fix) from None
+        raise UserError(
+            f"out={out}", f"cannot be written after the export: {cause(err)}; nothing written", fix
+        ) from None
 
 
 def report(result: Exported, out: Path, geo) -> list[str]:

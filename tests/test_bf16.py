@@ -7,6 +7,10 @@ bfloat16 keeps 8 bits of mantissa (relative precision ~0.4% per op); a
 2-block model accumulates a few of those.
 """
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -137,3 +141,16 @@ def test_run_identity_sees_auto_precision_resolved_and_ignores_compile(monkeypat
     monkeypatch.setattr(rt, "cpu_supports_bf16", lambda: True)
     assert config_hash(cfg("auto")) == config_hash(cfg("bf16-mixed")) != config_hash(cfg("32-true"))
     assert config_hash(cfg("auto", compile=True)) == config_hash(cfg("auto"))
+
+
+def test_torch_held_to_avx2_kernels_trains_as_an_avx2_machine():
+    """``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` (torch's own switches) make any CPU an
+    AVX2-only one: bf16 is emulated there, so ``auto`` picks float32 and the run's record says
+    ``cpu-avx2``, whatever the CPU could do."""
+    code = (
+        "from vitpos.runtime import cpu_supports_bf16, machine_kind, resolve_precision;"
+        "print(cpu_supports_bf16(), machine_kind('cpu'), resolve_precision('auto', 'cpu'))"
+    )
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    said = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert said.split() == ["False", "cpu-avx2", "32-true"], said

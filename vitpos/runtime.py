@@ -26,9 +26,16 @@ PRECISION_BF16 = "bf16-mixed"
 
 
 def cpu_supports_bf16() -> bool:
-    """True when the CPU has native bfloat16 dot products (AVX512-BF16 or AMX)."""
+    """True when the CPU has native bfloat16 dot products (AVX512-BF16 or AMX) and torch may use
+    them: ``ATEN_CPU_CAPABILITY=avx2`` or ``ONEDNN_MAX_CPU_ISA=AVX2`` hold torch to AVX2 kernels,
+    where bf16 is emulated, so such a CPU then trains as an AVX2-only one (float32)."""
     import torch
 
+    if (
+        not torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+        or not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    ):
+        return False
     cpu = getattr(torch, "cpu", None)
     for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
         fn = getattr(cpu, probe, None)

@@ -14,9 +14,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from test_experiment_configs import EXPERIMENTS, expand, sweep_params
 
+from vitpos.checks.options import OPTIONS
 from vitpos.encodings import PositionalEncoding, get_encoding_class, list_encodings
 from vitpos.encodings import base as encoding_base
-from vitpos.run.identity import NOT_DEFINING, RUN_DEFINING, run_label
+from vitpos.run.identity import RUN_DEFINING, run_label
 from vitpos.run.sweep import COMPARED_FIRST, NOT_COMPARED, image_encodings
 
 CONFIGS = ROOT / "configs"
@@ -62,7 +63,7 @@ def recipe(cfg) -> dict:
     where it is filed (``run``) and what it is tested on afterwards (``eval``) left out."""
     plain = OmegaConf.to_container(cfg, resolve=True)
     return {
-        section: {k: v for k, v in plain[section].items() if k not in NOT_DEFINING.get(section, ())}
+        section: {k: v for k, v in plain[section].items() if getattr(OPTIONS.get(f"{section}.{k}"), "defines", True)}
         for section in RUN_DEFINING
     }
 

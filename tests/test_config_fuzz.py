@@ -285,6 +285,7 @@ def edges(spec: schema.Int | schema.Number | schema.Flag) -> list:
 EDGES = [
     ("sequence" if spec.task == schema.SEQUENCE else "image", option, value)
     for option, spec in schema.OPTIONS.items()
+    if not isinstance(spec, schema.Given)  # checked elsewhere: by the size, path and Lightning tests
     for value in edges(spec)
 ]
 

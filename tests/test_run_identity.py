@@ -2,13 +2,14 @@
 
 The hash (:func:`vitpos.run.identity.identity`) covers the keys of :mod:`vitpos.run.hashed_keys`
 as they are; a key added later counts only where it changes what runs (not null, not at the value
-:data:`~vitpos.run.identity.ADDED_KEYS` declares as before, an encoding option not at its
+:data:`~vitpos.checks.options.OPTIONS` declares as before, an encoding option not at its
 ``__init__`` default). The saved config records what the hash found on the machine (the data's
 fingerprint, the resolved precision), so a run names its folder without the data.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import pytest
@@ -18,6 +19,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 from test_snapshot import SNAPSHOT_RUNS
 
+from vitpos.checks.options import OPTIONS, Given, help_lines
 from vitpos.encodings import get_encoding_class
 from vitpos.run import identity as ident
 from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
@@ -40,7 +42,7 @@ def test_a_key_added_at_its_as_before_value_keeps_every_folder(tmp_path, monkeyp
     for name in ("cifar10.yaml", "shapes.yaml"):
         with (configs / "data" / name).open("a") as f:
             f.write("jitter: 0.0           # a new augmentation, off as before\nnote: null\n")
-    monkeypatch.setitem(ident.ADDED_KEYS, "data", {**ident.ADDED_KEYS["data"], "jitter": (0.0,)})
+    monkeypatch.setitem(OPTIONS, "data.jitter", Given("a number", as_before=(0.0,)))
     for overrides in [SHAPES, ("experiment=compare_cifar_full", "encoding=rope_2d", "seed=2")]:
         assert run_dir(compose_from(configs, *overrides)) == run_dir(compose_train(*overrides))
     moved = run_dir(compose_from(configs, *SHAPES, "data.jitter=0.1"))
@@ -51,6 +53,23 @@ def test_a_key_added_at_its_as_before_value_keeps_every_folder(tmp_path, monkeyp
         with open_dict(cfg):
             cfg.data.jitter, cfg.data.note = 0.0, None
         assert run_dir(cfg).parts[-3:] == hparams.parent.parts[-3:], hparams
+
+
+def test_the_schema_alone_says_whether_an_option_defines_the_run(monkeypatch):
+    """One owner: an option marked in the schema as not defining the run keeps the folder when it
+    changes, and ``--help`` says so, with no other edit; marked back, it moves the run again."""
+    base = run_dir(compose_train(*SHAPES))
+    assert run_dir(compose_train(*SHAPES, "data.batch_size=32")) != base
+    assert run_dir(compose_train(*SHAPES, "data.eval_batch_size=32")) == base  # the schema says: speed only
+    monkeypatch.setitem(OPTIONS, "data.batch_size", dataclasses.replace(OPTIONS["data.batch_size"], defines=False))
+    unhashed = run_dir(compose_train(*SHAPES))  # a key less in every hash: every folder moves once
+    assert unhashed != base and run_dir(compose_train(*SHAPES, "data.batch_size=32")) == unhashed
+    said = next(line for line in help_lines() if line.split()[0] == "data.batch_size")
+    assert said.endswith("(the same run folder)"), said
+    monkeypatch.setitem(
+        OPTIONS, "data.eval_batch_size", dataclasses.replace(OPTIONS["data.eval_batch_size"], defines=True)
+    )
+    assert run_dir(compose_train(*SHAPES, "data.eval_batch_size=32")) != run_dir(compose_train(*SHAPES))
 
 
 def test_an_encoding_option_added_at_its_default_keeps_the_folder():
@@ -85,7 +104,7 @@ def composed_configs():
 
 def test_every_key_a_config_holds_is_one_the_hash_knows_or_null():
     """The rule that keeps folders is only as good as this: a key the hash has never covered must
-    enter the configs at null (or at a value declared in ADDED_KEYS, or be NOT_DEFINING), else it
+    enter the configs at null (or at a value the schema declares as before, or not define the run), else it
     would silently be left out of the identity while it changes what runs."""
     unknown = set()
     for cfg in composed_configs():
@@ -96,11 +115,8 @@ def test_every_key_a_config_holds_is_one_the_hash_knows_or_null():
                 {"name", *ENCODING_KEYS.get(values.get("name"), ())} if section == "encoding" else SECTION_KEYS[section]
             )
             for key, value in values.items():
-                declared = (
-                    key in known
-                    or key in ident.NOT_DEFINING.get(section, ())
-                    or key in ident.ADDED_KEYS.get(section, {})
-                )
+                spec = OPTIONS.get(f"{section}.{key}")
+                declared = key in known or (spec is not None and (not spec.defines or spec.as_before))
                 if (
                     not declared
                     and value is not None
@@ -109,7 +125,7 @@ def test_every_key_a_config_holds_is_one_the_hash_knows_or_null():
                     unknown.add(f"{section}.{key}={value!r}")
     assert not unknown, (
         f"{sorted(unknown)}: new keys at a non-null default; give each the value that keeps the earlier behaviour "
-        "in vitpos/run/identity.py ADDED_KEYS, or list it in NOT_DEFINING"
+        "as its as_before in vitpos/checks/options.py, or mark it defines=False there"
     )
 
 

@@ -39,22 +39,37 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Spec:
+    """What every option of the schema says besides its rule: the task that uses it (``IMAGE`` or
+    ``SEQUENCE``; None: every task), its fix (default: ``e.g. <option>=<example>``), whether it is a
+    list of such values (``items``, each checked and named ``option[i]``; ``length``: exactly this
+    many), an option that makes it unused when set (``unless``: ``trainer.fast_dev_run``), one line
+    of help, and its part in the run's identity (:mod:`vitpos.run.identity`): ``defines`` False for
+    an option that changes how a run is shown or how fast it goes, not what it learns (left out of
+    the folder's hash); ``as_before`` for an option the hash did not always cover
+    (:mod:`vitpos.run.hashed_keys`), the values that keep the earlier behaviour (left out of the
+    hash at those values, so a folder made before the option existed is found again)."""
+
+    task: str | None = None
+    fix: str | None = None
+    items: bool = False
+    length: int | None = None
+    unless: str | None = None
+    help: str = ""
+    defines: bool = True
+    as_before: tuple = ()
+
+
 @dataclass(frozen=True)
-class Int:
-    """An integer option ``>= minimum``; ``null``: None allowed too; ``items``: a list of such
-    integers (each checked, named ``option[i]``)."""
+class Int(Spec):
+    """An integer option ``>= minimum`` (``<= maximum``); ``null``: None allowed too."""
 
     example: int | str
     minimum: int = 1
     null: bool = False
-    items: bool = False
-    task: str | None = None  # IMAGE or SEQUENCE: checked for that task only
-    fix: str | None = None  # default: e.g. <option>=<example>
-    unless: str | None = None  # an option that, when set, makes this one unused (trainer.fast_dev_run)
     maximum: int | None = None
-    length: int | None = None  # items: exactly this many
     also: tuple[int, ...] = ()  # values below the minimum that mean something (joblib's n_jobs=-1: every core)
-    help: str = ""
 
     def rule(self) -> str:
         most = f" and <= {self.maximum}" if self.maximum is not None else ""
@@ -72,7 +87,7 @@ class Int:
 
 
 @dataclass(frozen=True)
-class Number:
+class Number(Spec):
     """A finite number ``>= low`` (``above``: ``> low``), or in ``[low, below)``; ``null``: None allowed."""
 
     example: float | str
@@ -80,12 +95,6 @@ class Number:
     above: bool = False
     below: float | None = None
     null: bool = True
-    task: str | None = None
-    fix: str | None = None
-    items: bool = False
-    unless: str | None = None
-    length: int | None = None  # items: exactly this many
-    help: str = ""
 
     def rule(self) -> str:
         if self.below is not None:
@@ -105,17 +114,11 @@ class Number:
 
 
 @dataclass(frozen=True)
-class Flag:
+class Flag(Spec):
     """``true`` or ``false``, nothing else: YAML and Hydra read ``yes``, ``on`` or ``"false"`` as
     text, which Python counts as true, and ``0``/``1`` as integers."""
 
-    task: str | None = None
-    unless: str | None = None
     example: str = "true"
-    fix: str | None = None
-    items: bool = False
-    length: int | None = None
-    help: str = ""
 
     def rule(self) -> str:
         return "true or false"
@@ -124,14 +127,30 @@ class Flag:
         return None if isinstance(value, bool) else f"must be {self.rule()}, got {value!r}"
 
 
+@dataclass(frozen=True)
+class Given(Spec):
+    """An option whose rule reads more than its own value, so another check owns it (``rule``
+    says what it takes and where it is checked: a size against the patch, a path, a choice of
+    Lightning's): listed here for its help and its part in the run's identity."""
+
+    rule_text: str
+    example: str = ""
+
+    def rule(self) -> str:
+        return self.rule_text
+
+    def problem(self, value) -> str | None:
+        return None
+
+
 #: every plain number and true/false option, in the order they are checked, with its one line of help
 #: (``python train.py --help`` lists them: :func:`help_lines`); defaults live in configs/
-OPTIONS: dict[str, Int | Number | Flag] = {
+OPTIONS: dict[str, Spec] = {
     "optim.lr": Number("1e-3", above=True, null=False, help="peak learning rate of AdamW"),
     "optim.weight_decay": Number(0, help="AdamW's decoupled weight decay"),
     "optim.warmup_epochs": Number(0, help="linear warmup epochs, then cosine decay"),
     "data.batch_size": Int(64, help="training examples per batch"),
-    "data.eval_batch_size": Int(64, help="validation and test examples per batch"),
+    "data.eval_batch_size": Int(64, defines=False, help="validation and test examples per batch"),
     "trainer.max_epochs": Int(
         10, fix="an untrained model is not a run", unless="trainer.fast_dev_run", help="epochs to train"
     ),  # fmt: skip
@@ -181,22 +200,49 @@ OPTIONS: dict[str, Int | Number | Flag] = {
     "data.offset": Int(3, minimum=0, task=SEQUENCE, help="shift task: target at i = input at i - offset"),
     "data.probe_classes": Int(512, task=SEQUENCE, help="position probe: positions told apart"),
     "data.seed": Int(0, minimum=0, task=SEQUENCE, help="the sequences' own seed, whatever the run's seed"),
-    "task.pictures_every_n_epochs": Int(0, minimum=0, help="pictures every n epochs; 0: at the end"),
+    "task.pictures_every_n_epochs": Int(0, minimum=0, defines=False, help="pictures every n epochs; 0: at the end"),
     "eval.max_batches": Int(1, null=True, help="test batches per size (null: all)"),
     "trainer.gradient_clip_val": Number(1.0, help="gradient norm clipping"),
-    "trainer.log_every_n_steps": Int(20, help="training-loss logging interval"),
+    "trainer.log_every_n_steps": Int(20, defines=False, help="training-loss logging interval"),
     "trainer.check_val_every_n_epoch": Int(1, null=True, help="validate every n epochs"),
-    "model.compile": Flag(help="torch.compile the model (speed only)"),
+    "model.compile": Flag(defines=False, help="torch.compile the model (speed only)"),
     "model.causal": Flag(task=SEQUENCE, help="causal attention mask"),
     "model.zero_token_embeddings": Flag(task=SEQUENCE, help="token embeddings at zero: position alone"),
-    "task.pictures": Flag(help="pictures of the encoding and attention in TensorBoard"),
+    "task.pictures": Flag(defines=False, help="pictures of the encoding and attention in TensorBoard"),
     "task.ema_warmup": Flag(task=IMAGE, help="ramp the EMA decay up over the first steps"),
-    "task.flip_tta": Flag(task=IMAGE, help="also score with flip test-time augmentation"),
-    "trainer.enable_progress_bar": Flag(help="Lightning's progress bar"),
-    "data.on_device": Flag(task=IMAGE, help="keep the data sets on the training device (GPU runs)"),
+    "task.flip_tta": Flag(task=IMAGE, defines=False, help="also score with flip test-time augmentation"),
+    "trainer.enable_progress_bar": Flag(defines=False, help="Lightning's progress bar"),
+    "data.on_device": Flag(task=IMAGE, defines=False, help="keep the data sets on the training device (GPU runs)"),
     "data.hflip": Flag(task=IMAGE, help="random horizontal flips in training"),
-    "data.download": Flag(task=IMAGE, help="download CIFAR-10 when it is not in data.root"),
+    "data.download": Flag(task=IMAGE, defines=False, help="download CIFAR-10 when it is not in data.root"),
     "data.anchor": Flag(task=SEQUENCE, help="position probe: a distinct first token"),
+    # the options checked elsewhere (checks/data.py, checks/model.py, Lightning), here for their help and identity
+    "data.root": Given("a folder (checks/data.py)", task=IMAGE, defines=False, help="where the data set lies"),
+    "data.train_sizes": Given(
+        "null or a list of sizes (checks/data.py)", task=IMAGE, as_before=(None,), help="one size per training batch"
+    ),  # fmt: skip
+    "data.native_size": Given(
+        "a size or null (checks/data.py)", task=IMAGE, as_before=(None, 32), help="the size the data set is stored at"
+    ),  # fmt: skip
+    "data.size_schedule": Given(
+        "random or progressive", task=IMAGE, as_before=(None, "random"), help="how data.train_sizes are taken"
+    ),  # fmt: skip
+    "data.size_epochs": Given(
+        "null or epochs per size", task=IMAGE, as_before=(None,), help="progressive: the epochs of each size"
+    ),  # fmt: skip
+    "model.geometry": Given("written by the run", task=IMAGE, defines=False, help="what a timm model.name makes"),
+    **{
+        f"trainer.{key}": Given("Lightning's (checked by its Trainer)", defines=False, help=what)
+        for key, what in (
+            ("accelerator", "cpu, gpu or auto"),
+            ("devices", "devices per node"),
+            ("num_nodes", "nodes (trainer=ddp)"),
+            ("strategy", "ddp and the like (trainer=ddp)"),
+            ("enable_model_summary", "print the model's layers"),
+            ("fast_dev_run", "one batch of each loop, nothing saved"),
+            ("default_root_dir", "Lightning's own folder (vitpos writes under run.root)"),
+        )
+    },
 }
 
 
@@ -222,7 +268,7 @@ def check_launcher(launcher: dict) -> None:
             check_value(f"hydra.launcher.{key}", spec, launcher[key])
 
 
-def describe(spec: Int | Number | Flag) -> str:
+def describe(spec: Spec) -> str:
     """The rule of ``spec`` as ``--help`` shows it: ``an integer >= 1``, ``a list of 2: in [0, 1)``."""
     rule = spec.rule()
     if isinstance(spec, Number) and spec.null and "null" not in rule:
@@ -234,13 +280,14 @@ def describe(spec: Int | Number | Flag) -> str:
 
 def help_lines() -> list[str]:
     """The options of :data:`OPTIONS`, by the task that uses them, then :data:`LAUNCHER`'s: name,
-    rule, help (``--help``)."""
+    rule, help (``--help``), and "the same run folder" for an option that does not define the run."""
     lines = []
     for task, title in ((None, "every task"), (IMAGE, "images"), (SEQUENCE, "sequences")):
         lines.append(f"  {title}:")
         for option, spec in OPTIONS.items():
             if spec.task == task:
-                lines.append(f"    {option:<28} {describe(spec)}: {spec.help}")
+                same = "" if spec.defines else " (the same run folder)"
+                lines.append(f"    {option:<28} {describe(spec)}: {spec.help}{same}")
     lines.append("  sweeps (-m), where the launcher has the option:")
     for key, spec in LAUNCHER.items():
         lines.append(f"    {'hydra.launcher.' + key:<28} {describe(spec)}: {spec.help}")
@@ -260,7 +307,7 @@ def lookup(c: dict, option: str):
     return node
 
 
-def check_value(option: str, spec: Int | Number | Flag, value) -> None:
+def check_value(option: str, spec: Spec, value) -> None:
     """Raise :class:`UserError` when ``value`` does not fit ``spec``."""
     fix = spec.fix or f"e.g. {option}={spec.example}"
     if not spec.items:
@@ -289,7 +336,7 @@ def check_options(c: dict, image: bool) -> None:
             check_value(option, spec, value)
 
 
-def _used(c: dict, spec: Int | Number | Flag, task: str) -> bool:
+def _used(c: dict, spec: Spec, task: str) -> bool:
     """Whether ``task`` uses the option, and no option (``trainer.fast_dev_run``) makes it unused."""
     if spec.task not in (None, task):
         return False

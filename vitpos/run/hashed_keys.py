@@ -3,7 +3,8 @@
 Written once from every config file and every committed run, and never edited: a key added
 after this is hashed by the rule of :func:`vitpos.run.identity.identity` for new keys (an
 encoding option when it differs from its ``__init__`` default; any other key only when
-:data:`vitpos.run.identity.ADDED_KEYS` declares the value that keeps the earlier behaviour).
+the schema (:data:`vitpos.checks.options.OPTIONS`) declares the values that keep the earlier
+behaviour: its ``as_before``).
 So adding a key at a default that reproduces what ran before keeps every run folder.
 """
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from vitpos.checks.options import OPTIONS
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
 from vitpos.encodings.plugins import is_builtin, module_digest, source_digest
@@ -41,40 +42,9 @@ from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
 from vitpos.runtime import machine_kind, trainer_precision
 from vitpos.sizes import compact
 
-#: config sections that define a run (what ``resume=auto`` compares, what the hash covers)
+#: config sections that define a run (what ``resume=auto`` compares, what the hash covers); which of
+#: their keys count is the schema's word (vitpos/checks/options.py: ``defines``, ``as_before``)
 RUN_DEFINING = ("model", "encoding", "data", "optim", "task", "trainer")
-#: keys in those sections that change where or how a run is shown, not what it learns
-NOT_DEFINING = {
-    # torch.compile changes the speed, not what is learned; geometry: what model.name (a timm model) makes
-    "model": {"compile", "geometry"},
-    "data": {"root", "download", "eval_batch_size", "num_workers", "on_device"},
-    "task": {"pictures", "pictures_every_n_epochs", "flip_tta"},  # flip_tta: one more test score
-    "trainer": {
-        "accelerator",
-        "devices",
-        "strategy",
-        "num_nodes",
-        "enable_progress_bar",
-        "enable_model_summary",
-        "log_every_n_steps",
-        "fast_dev_run",
-        "default_root_dir",
-    },
-}
-#: keys the hash has not always covered, with the values that mean "as before": left out of the
-#: hash at those values, so that a run folder made before the key existed is found again (and
-#: resumes). A key outside this table and :mod:`vitpos.run.hashed_keys` is left out while it is
-#: null; an encoding option, while it is at its ``__init__`` default (:func:`new_key_matters`).
-ADDED_KEYS = {
-    "data": {
-        "train_sizes": (None,),
-        "native_size": (None, 32),
-        "size_schedule": (None, "random"),
-        "size_epochs": (None,),
-    },
-    # partial RoPE at its "rotate everything" defaults: the committed rope_* runs keep their hashes
-    "encoding": {"rotate_fraction": (None, 1.0), "rotate_heads": (None,)},
-}
 #: image sizes (a side or an [h, w] pair): hashed as vitpos.sizes.compact writes them, a side for a
 #: square and "HxW" otherwise, so [32, 32] is the run 32 is and every run with a side keeps its hash
 SIZE_KEYS = ("img_size", "native_size")
@@ -84,8 +54,8 @@ MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 def identity(cfg: DictConfig | dict) -> dict:
     """The run-defining part of ``cfg`` as plain containers (seed and run names excluded).
 
-    Each key of :data:`RUN_DEFINING`'s sections counts unless :data:`NOT_DEFINING` names it or it
-    is at a value that keeps the earlier behaviour (:func:`counts`); a strategy alias counts as
+    Each key of :data:`RUN_DEFINING`'s sections counts unless the schema says it does not define
+    the run or it is at a value that keeps the earlier behaviour (:func:`counts`); a strategy alias counts as
     the strategy it names. The data set counts by its content fingerprint, ``model.checkpoint``
     (a timm run's starting weights) by the digest of the file's content and ``auto`` precision by
     what it resolves to: each as the run recorded it (:func:`record`), else as found here."""
@@ -114,12 +84,17 @@ def identity(cfg: DictConfig | dict) -> dict:
 
 
 def counts(section: str, key: str, value, values: dict) -> bool:
-    """Whether ``section.key = value`` is part of the run's identity (``values``: the section)."""
-    if key in NOT_DEFINING.get(section, ()) or (section, key) == ("encoding", "module"):
+    """Whether ``section.key = value`` is part of the run's identity (``values``: the section): not
+    where the schema (:data:`vitpos.checks.options.OPTIONS`) says the option does not define the run,
+    nor at a value its ``as_before`` names for an option the hash did not always cover (so a folder
+    made before the option existed is found again); an encoding's ``module`` never (its code counts,
+    :func:`plugin_source`). Any other key: as :mod:`vitpos.run.hashed_keys` and
+    :func:`new_key_matters` say."""
+    spec = OPTIONS.get(f"{section}.{key}")
+    if (spec is not None and not spec.defines) or (section, key) == ("encoding", "module"):
         return False
-    as_before = ADDED_KEYS.get(section, {}).get(key)
-    if as_before is not None:
-        return value not in as_before
+    if spec is not None and spec.as_before:
+        return value not in spec.as_before
     if section == "encoding":
         known = key == "name" or key in ENCODING_KEYS.get(str(values.get("name")), ())
         return known or new_key_matters(values, key, value)

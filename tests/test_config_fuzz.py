@@ -21,8 +21,9 @@ tools' ``key=value`` parser (vitpos/cli/options.py) is fuzzed the same way for
 ``python -m vitpos.compare`` and ``python -m vitpos.extrapolate``.
 
 The examples are derandomized (the same ones on every run, so CI is reproducible) and bounded:
-the CI variants take about a minute on one core; ``VITPOS_FUZZ_MORE=1`` with ``-m slow`` runs ten
-times as many (about 12 minutes in CI's run, so CI leaves it out).
+the ``train.py`` variants take about a minute and a half on one core, so they run in the slow tier
+(``python -m pytest -m slow``; CI runs both tiers), the tools' in the fast one; ``VITPOS_FUZZ_MORE=1``
+with ``-m slow`` runs ten times as many commands (about 12 minutes in CI's run, so CI leaves it out).
 """
 
 from __future__ import annotations
@@ -248,6 +249,7 @@ def fuzz_train(command: tuple[str, list[str]]) -> None:
     assert problem is None, f"python train.py {' '.join([*BASES[command[0]], *command[1]])}: {problem}"
 
 
+@pytest.mark.slow  # 150 commands: about a minute of one core, half the fast tier's longest file
 @settings(FUZZ, max_examples=150)
 @given(commands())
 def test_train_commands_pass_or_exit_2_with_one_line(command):
@@ -316,6 +318,7 @@ def check_edge(setup: str, option: str, value) -> str | None:
     return None
 
 
+@pytest.mark.slow  # 40 commands at the edges of the schema's rules: about 20 s
 @settings(FUZZ, max_examples=40)
 @given(st.sampled_from(EDGES))
 def test_every_option_is_refused_exactly_outside_its_schema_range(edge):

@@ -38,70 +38,40 @@ from .cifar10 import CLASSES as CIFAR_CLASSES
 from .cifar10 import IMG_SIZE as CIFAR_SIZE
 from .cifar10 import MEAN, STD, load_imagefolder, load_official
 from .memory import batch_loader, process_share
-from .options import check_image_data, check_split, counts_of
+from .options import check_image_data, check_split, counts_of, image_data_options
 from .shapes import CLASSES as SHAPES_CLASSES
 from .shapes import make_shapes
 
 
 class ImageDataModule(L.LightningDataModule):
-    """``name``: cifar10 | shapes. ``format`` (cifar10): torchvision | imagefolder.
+    """The options are ``data.*``'s: the keys of configs/data/cifar10.yaml or configs/data/shapes.yaml,
+    where each default is written with a line on what it does (:func:`vitpos.data.options.image_data_options`
+    fills in the ones not given), plus ``cache_dir`` (imagefolder's decoded tensors) and
+    ``shuffle_seed`` (the run's seed: the batch order of epoch e is fixed by (seed, e)).
 
-    A fixed, seeded split carves ``val_size`` validation images out of the
-    training set; ``train_subset`` keeps only that many training images (a
-    seeded subset, for short budgets). ``test`` is the official test set, at
-    ``img_size`` (``test_native``: at native resolution).
-
-    ``native_size``: the resolution the data set is stored at (CIFAR-10: 32; None
-    = the data set's own; shapes: None, every size is drawn natively).
-    ``train_sizes``: None, or the sizes a training batch may take (one per batch);
-    ``size_schedule`` says which: ``random`` (drawn per batch) or ``progressive``
-    (epoch runs over the sizes in the listed order, see :func:`vitpos.data.schedule.progressive_size`;
-    ``size_epochs``: the epochs of each run, scaled to ``trainer.max_epochs``; None: equal runs).
-    ``on_device``: keep the data sets on the trainer's device (GPU runs).
-    ``crop_padding`` is in native pixels: scaled by ``img_size / native_size``
-    when the training images are downsampled once (fixed-size training below native).
+    A fixed, seeded split carves ``val_size`` validation images out of the training set;
+    ``train_subset`` keeps a seeded subset of the rest; ``test`` is the official test set at
+    ``img_size`` (``test_native``: at native resolution). ``native_size``: the resolution the data
+    set is stored at (None: the data set's own; shapes: every size is drawn natively).
+    ``train_sizes`` and ``size_schedule``: one size per training batch, drawn or progressive
+    (:func:`vitpos.data.schedule.progressive_size`). ``crop_padding`` is in native pixels, scaled
+    by ``img_size / native_size`` when the training images are downsampled once.
     """
 
-    def __init__(
-        self,
-        name: str = "cifar10",
-        format: str = "torchvision",
-        root: str = "data",
-        img_size: int | list[int] = 32,
-        batch_size: int = 128,
-        eval_batch_size: int = 512,
-        val_size: int = 5000,
-        train_subset: int | None = None,
-        test_subset: int | None = None,
-        split_seed: int = 0,
-        crop_padding: int = 4,
-        hflip: bool = True,
-        augment: str = "none",
-        augment_magnitude: int = 9,
-        augment_ops: int = 2,
-        download: bool = True,
-        num_train: int = 20000,
-        num_test: int = 4000,
-        cell: int = 4,
-        cache_dir: str | None = None,
-        shuffle_seed: int = 0,
-        native_size: int | list[int] | None = None,
-        train_sizes: list | None = None,
-        size_schedule: str = "random",
-        size_epochs: list[int] | None = None,
-        on_device: bool = False,
-    ):
+    def __init__(self, shuffle_seed: int = 0, **options):
         super().__init__()
-        self.save_hyperparameters()
-        check_image_data(dict(self.hparams))  # the config check's own rule (UserError, a ValueError)
+        options = image_data_options(options)
+        check_image_data(options)  # the config check's own rule (UserError, a ValueError)
+        self.save_hyperparameters({**options, "shuffle_seed": shuffle_seed})
         self.cfg = self.hparams
-        self.shuffle_seed = shuffle_seed  # the run's seed: batch order of epoch e is fixed by (seed, e)
-        self.mean, self.std = (MEAN, STD) if name == "cifar10" else ((0.5,) * 3, (0.25,) * 3)
-        self.classes = CIFAR_CLASSES if name == "cifar10" else SHAPES_CLASSES
+        self.shuffle_seed = shuffle_seed
+        cifar = options["name"] == "cifar10"
+        self.mean, self.std = (MEAN, STD) if cifar else ((0.5,) * 3, (0.25,) * 3)
+        self.classes = CIFAR_CLASSES if cifar else SHAPES_CLASSES
         self._test_at: dict[HW, torch.Tensor] = {}
         self._test_keep: torch.Tensor | None = None  # data.test_subset: which of the generated test images
         self._extrapolation_keep: torch.Tensor | None = None  # eval.test_subset: which of self.test
-        self.policy = policy_transform(augment, augment_magnitude, augment_ops)  # data.augment
+        self.policy = policy_transform(options["augment"], options["augment_magnitude"], options["augment_ops"])
         self.train = self.val = self.test = self.test_native = None
 
     @property
@@ -156,7 +126,7 @@ class ImageDataModule(L.LightningDataModule):
             n = c.num_train if train else c.num_test
             return make_shapes(n, c.img_size, c.cell, seed=c.split_seed + (0 if train else 1))
         if c.format == "imagefolder":
-            images, labels = load_imagefolder(c.root, "train" if train else "test", c.cache_dir)
+            images, labels = load_imagefolder(c.root, "train" if train else "test", c.get("cache_dir"))
         else:
             images, labels = load_official(Path(c.root), train, c.download)
         h, w = images.shape[-2:]
@@ -176,12 +146,12 @@ class ImageDataModule(L.LightningDataModule):
         check_split(c, counts_of(c, len(images), len(test_images)))  # the config check's rule, on the loaded images
         perm = torch.randperm(len(images), generator=torch.Generator().manual_seed(c.split_seed))
         val_idx, train_idx = perm[: c.val_size], perm[c.val_size :]
-        if c.train_subset:
+        if c.get("train_subset"):  # not in shapes.yaml: all of data.num_train
             train_idx = train_idx[: c.train_subset]
         # resize once here (never per batch): training at its stored size, the rest at data.img_size
         self.train = (resize_images(images[train_idx], self._stored_size), labels[train_idx])
         self.val = (resize_images(images[val_idx], c.img_size), labels[val_idx])
-        if c.test_subset:
+        if c.get("test_subset"):
             keep = torch.randperm(len(test_images), generator=torch.Generator().manual_seed(c.split_seed + 1))
             self._test_keep = keep[: c.test_subset]
             test_images, test_labels = test_images[self._test_keep], test_labels[self._test_keep]

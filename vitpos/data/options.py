@@ -8,14 +8,22 @@ before loading. Each rule is written once, here; each raises :class:`UserError` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 from vitpos.errors import UserError
 from vitpos.sizes import HW, as_hw, is_integer, nearest_multiples
 
 DATASETS = ("cifar10", "shapes")  # data.name of the image task
+#: configs/data/<data.name>.yaml: each image data option's default, and a line on what it does
+DATA_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "data"
+#: options an image data module takes besides its config file's: where imagefolder's decoded
+#: tensors are cached (default: beside the images, vitpos/data/cifar10.py)
+MODULE_ONLY = {"cache_dir": None}
 FORMATS = ("torchvision", "imagefolder")  # data.format of cifar10
 POLICIES = ("none", "trivial", "randaugment")  # data.augment (vitpos.data.augment.policy_transform)
 SIZE_SCHEDULES = ("random", "progressive")  # data.size_schedule (vitpos.data.schedule)
@@ -40,6 +48,27 @@ def check_image_data(data: dict, patch: int | None = None) -> None:
                 "data.native_size", "generated shapes are drawn at every size", "leave data.native_size=null"
             )
         as_hw(data["native_size"], "data.native_size")
+
+
+def image_data_options(options: Mapping) -> dict:
+    """The options of an image data module: its data set's config file (``options["name"]``, default
+    cifar10; the one place each default is written) with ``options`` over it. An option only the
+    other data set has is taken and unused (a tool passes ``download=false`` to both); a key no image
+    data config has is refused, naming it and the valid ones. ``num_classes`` is the data set's, not an option."""
+    name = options.get("name", DATASETS[0])
+    known = {key for data_set in DATASETS for key in _config(data_set)} | set(MODULE_ONLY)
+    for key in options:
+        if key not in known:
+            raise UserError(f"data.{key}", "not an option of the image data sets", f"valid: {', '.join(sorted(known))}")
+    defaults = _config(name) if name in DATASETS else {}  # an unknown name: check_image_data names it
+    return {**MODULE_ONLY, **defaults, **options}
+
+
+@cache
+def _config(name: str) -> dict:
+    """configs/data/<name>.yaml as a plain dict, less ``num_classes`` (what the data set has)."""
+    values = OmegaConf.to_container(OmegaConf.load(DATA_CONFIGS / f"{name}.yaml"))
+    return {key: value for key, value in values.items() if key != "num_classes"}
 
 
 def check_size(value, option: str, patch: int | None = None) -> HW:

@@ -217,12 +217,12 @@ OPTIONS: dict[str, Spec] = {
     "data.download": Flag(task=IMAGE, defines=False, help="download CIFAR-10 when it is not in data.root"),
     "data.anchor": Flag(task=SEQUENCE, help="position probe: a distinct first token"),
     # the options checked elsewhere (checks/data.py, checks/model.py, Lightning), here for their help and identity
-    "data.root": Given("a folder (checks/data.py)", task=IMAGE, defines=False, help="where the data set lies"),
+    "data.root": Given("a folder", task=IMAGE, defines=False, help="where the data set lies"),
     "data.train_sizes": Given(
-        "null or a list of sizes (checks/data.py)", task=IMAGE, as_before=(None,), help="one size per training batch"
+        "null or a list of sizes", task=IMAGE, as_before=(None,), help="one size per training batch"
     ),  # fmt: skip
     "data.native_size": Given(
-        "a size or null (checks/data.py)", task=IMAGE, as_before=(None, 32), help="the size the data set is stored at"
+        "a side, [h,w] or null", task=IMAGE, as_before=(None, 32), help="the size the data set is stored at"
     ),  # fmt: skip
     "data.size_schedule": Given(
         "random or progressive", task=IMAGE, as_before=(None, "random"), help="how data.train_sizes are taken"
@@ -230,9 +230,9 @@ OPTIONS: dict[str, Spec] = {
     "data.size_epochs": Given(
         "null or epochs per size", task=IMAGE, as_before=(None,), help="progressive: the epochs of each size"
     ),  # fmt: skip
-    "model.geometry": Given("written by the run", task=IMAGE, defines=False, help="what a timm model.name makes"),
+    "model.geometry": Given("written by the run", task=IMAGE, defines=False, help="a timm model's patch, width, depth"),
     **{
-        f"trainer.{key}": Given("Lightning's (checked by its Trainer)", defines=False, help=what)
+        f"trainer.{key}": Given("Lightning's Trainer takes", defines=False, help=what)
         for key, what in (
             ("accelerator", "cpu, gpu or auto"),
             ("devices", "devices per node"),
@@ -240,7 +240,7 @@ OPTIONS: dict[str, Spec] = {
             ("strategy", "ddp and the like (trainer=ddp)"),
             ("enable_model_summary", "print the model's layers"),
             ("fast_dev_run", "one batch of each loop, nothing saved"),
-            ("default_root_dir", "Lightning's own folder (vitpos writes under run.root)"),
+            ("default_root_dir", "Lightning's own folder (runs go under run.root)"),
         )
     },
 }

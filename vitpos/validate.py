@@ -34,7 +34,6 @@ from vitpos.checks.data import (
 )
 from vitpos.checks.model import check_encoding, check_timm_checkpoint, with_timm_geometry
 from vitpos.checks.options import (
-    check_launcher,
     check_needed,
     check_options,
     check_run_names,
@@ -44,7 +43,7 @@ from vitpos.checks.options import (
 )
 from vitpos.errors import UserError
 
-__all__ = ["UserError", "check_launcher", "resolved", "validate"]  # check_launcher: a sweep's launcher options
+__all__ = ["UserError", "resolved", "validate"]
 
 
 def validate(cfg) -> None:

@@ -9,7 +9,7 @@ sweep went on; a launcher option out of range (``hydra.launcher.timeout_min=0``,
 in the same order, with Hydra's public override API (:func:`job_overrides`), and before it writes
 anything:
 
-1. checks the launcher's options (:func:`vitpos.validate.check_launcher`);
+1. checks the launcher's options (:func:`vitpos.checks.options.check_launcher`);
 2. composes every job with the config loader Hydra hands every sweeper (``load_sweep_config``,
    as the launcher will) and runs the config check on it (``vitpos.validate.validate``, on the
    config the job gets: :func:`vitpos.run.sweep.job_config`).
@@ -44,10 +44,11 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from vitpos.checks.options import check_launcher
 from vitpos.cli import override_error
 from vitpos.errors import InputError, UserError
 from vitpos.run import folder, sweep
-from vitpos.validate import check_launcher, validate
+from vitpos.validate import validate
 
 log = logging.getLogger(__name__)
 IN_USE_FIX = "wait for it to finish, or give this sweep a folder of its own: hydra.sweep.dir=<folder>"

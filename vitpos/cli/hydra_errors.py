@@ -10,7 +10,7 @@ composition is needed.
 Hydra's own options (``hydra.*``, ``hydra/<group>=``) are worded the same way: an unknown
 launcher option lists the launcher's options, a value of the wrong type for a typed launcher
 option says the rule of :data:`vitpos.checks.options.LAUNCHER` (through
-:func:`vitpos.validate.check_launcher`), an unknown launcher or sweeper lists Hydra's own options
+:func:`vitpos.checks.options.check_launcher`), an unknown launcher or sweeper lists Hydra's own options
 of the group (its plugins' configs too, not only those under ``configs/``).
 """
 
@@ -24,8 +24,8 @@ from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
 from omegaconf.errors import ValidationError
 
+from vitpos.checks.options import check_launcher
 from vitpos.errors import UserError
-from vitpos.validate import check_launcher
 
 MISSING_CONFIG = re.compile(r"Could not (?:find|load) '([\w/]+)/([^']+)'")
 AVAILABLE = re.compile(r"Available options in '[\w/]+':\n((?:\t.*\n?)+)")  # Hydra's list of a group's configs

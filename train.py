@@ -6,20 +6,17 @@ is written (vitpos/validate.py: in the run; a sweep's jobs also all before the f
 a bad option or input prints one line ``error: <option>: <what> (<fix>)`` and exits with code 2. :func:`main` is the
 command: ``main(["data=shapes"])`` runs ``python train.py data=shapes`` in process.
 
-Compositions of the config per command. A single run: three. The precheck composes it once
-(:func:`precheck`: Hydra's main reports a bad override in many lines and exits 1, and offers no
-hook to word it; the precheck words it from its own composition), then Hydra's main composes it
-twice (once to read ``hydra.mode``, once to run). A sweep ``-m`` of N jobs: 2N + 3. The precheck
-composes the sweep's own config once (the command without its sweeps, as Hydra composes it), Hydra's
-main twice, then the sweeper (``hydra/sweeper=vitpos``, hydra_plugins/vitpos_sweeper) composes and
-checks every job before it launches any (a bad job: one line, exit 2, nothing written), and the
-launcher composes each job again to run it.
+Hydra's main composes the config (a sweep's jobs: composed and checked by the sweeper
+``hydra/sweeper=vitpos``, hydra_plugins/vitpos_sweeper, before any is launched); a composition it
+refuses is worded in one line by :func:`vitpos.cli.hydra_errors.override_error`.
 """
 
+import os
 import sys
 from pathlib import Path
 
 import hydra
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from vitpos.run.sweep import register_resolver
@@ -72,55 +69,11 @@ def report(err: BaseException) -> None:
     sys.exit(2)
 
 
-def precheck(argv: list[str]) -> None:
-    """Compose the command's config as Hydra's main composes it first, so that a bad override
-    (unknown key, unknown group option, Hydra's own ``hydra.*`` and ``hydra/<group>=`` included; a
-    value Hydra's grammar cannot read) is one line here instead of Hydra's multi-line report. A
-    ``-m`` sweep: its config without the sweeps, as Hydra composes it; the sweeper composes and
-    checks each job before it launches any (hydra_plugins/vitpos_sweeper)."""
-    flags = [a for a in argv if a.startswith("-")]
-    if set(flags) - set(SWEEP_WORDS):  # --help, --cfg, --info: Hydra's own business
-        return
-    from hydra.errors import HydraException
-
-    from vitpos.cli import override_error
-    from vitpos.errors import UserError
-
-    words = [a for a in argv if not a.startswith("-")]
-    try:
-        compose_config(unswept(words) if flags else words)
-    except UserError as err:
-        report(err)
-    except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
-        report(override_error(err, CONFIGS, words))
-
-
-def unswept(words: list[str]) -> list[str]:
-    """The overrides of ``python train.py -m WORDS`` but its sweeps (comma lists, ``range``, ``glob``...):
-    the sweep's own config, which Hydra composes before its sweeper makes the jobs. A sweep of one of
-    Hydra's own options is refused, as Hydra refuses it."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from vitpos.errors import UserError
-
-    kept = []
-    for override in OverridesParser.create().parse_overrides(words):  # a parse error: worded by precheck
-        if not override.is_sweep_override():
-            kept.append(override.input_line)
-        elif override.is_hydra_override():
-            key = override.get_key_element()
-            raise UserError(key, "Hydra sweeps the run's options, not its own", f"one sweep per value: {key}=<value>")
-    return kept
-
-
-def compose_config(argv: list[str]) -> DictConfig:
-    """The config ``python train.py ARGV`` runs, composed with Hydra's compose API: Hydra's own
-    ``hydra.*`` options composed too, so that a bad one fails here, and left out of the config
-    returned, as Hydra leaves them out of a job's config."""
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
-        return compose("train", overrides=list(argv))
+#: Hydra prints a failed composition in many lines and exits 1 unless this variable is set; set, it
+#: raises the error instead, which :func:`main` words in one line (exit 2). A job unsets it on start,
+#: so a crash in training is reported as Hydra reports it.
+FULL_ERROR = "HYDRA_FULL_ERROR"
+_composing = False  # main set FULL_ERROR and no job has started yet
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name="train")  # absolute: also when imported
@@ -132,6 +85,10 @@ def run(cfg: DictConfig) -> float:
     from vitpos.errors import InputError
     from vitpos.run import sweep
 
+    global _composing
+    if _composing:  # the config composed: Hydra reports this job's own errors again
+        _composing = False
+        os.environ.pop(FULL_ERROR, None)
     hydra_cfg = HydraConfig.get()
     sweep.name_model(cfg, hydra_cfg.runtime.choices)  # the model's config name for the run folder
     from vitpos.validate import validate
@@ -178,16 +135,30 @@ def hydra_words(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python train.py ARGV`` (default: this process's arguments): the precheck, then Hydra's main.
-    Exits 2 for a bad option or input, 1 when a job of a sweep failed (the sweep's summary lists them)."""
+    """``python train.py ARGV`` (default: this process's arguments) through Hydra's main; a bad
+    override (unknown key or group option, Hydra's own ``hydra.*`` included, a value Hydra's grammar
+    cannot read) is one line, exit 2. Exits 1 when a job of a sweep failed (the summary lists them)."""
+    global _composing
     saved, prog = sys.argv, sys.argv[0] if argv is None else __file__  # in process: not the caller's name
     argv = sys.argv[1:] if argv is None else list(argv)
-    precheck(argv)
+    hydras = bool({a for a in argv if a.startswith("-")} - set(SWEEP_WORDS))  # --help, --cfg: Hydra's own
+    _composing = not hydras and FULL_ERROR not in os.environ
+    if _composing:
+        os.environ[FULL_ERROR] = "1"
     sys.argv = [prog, *hydra_words(argv)]  # Hydra's main reads its words here
     try:
         run()
+    except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
+        if not _composing:
+            raise
+        from vitpos.cli.hydra_errors import override_error
+
+        report(override_error(err, CONFIGS, [a for a in argv if not a.startswith("-")]))
     finally:
         sys.argv = saved
+        if _composing:
+            os.environ.pop(FULL_ERROR, None)
+            _composing = False
     from vitpos.run.sweep import sweep_failed
 
     if sweep_failed():  # every job ran; the summary above lists the failed ones

@@ -108,9 +108,10 @@ def with_base(args: list[str]) -> list[str]:
 def first_error(args: list[str]) -> str | None:
     """The message ``python train.py ARGS`` refuses with, or None: the composition's error as
     ``train.py`` words it, else the config check's."""
+    train_py()  # its resolvers (${vitpos_image_encodings:}, ...)
     try:
-        cfg = train_py().compose_config(args)
-    except (HydraException, ValueError) as err:  # as train.py's precheck: ValueError for group=null
+        cfg = compose_train(*args)
+    except (HydraException, ValueError) as err:  # as train.py's main: ValueError for group=null
         return str(override_error(err, CONFIGS, args))
     try:
         validate(cfg)

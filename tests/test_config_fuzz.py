@@ -6,7 +6,7 @@ the composed configs hold (``data.batch_size``, ``eval.resolutions``, ...), each
 drawn from valid ones (the option's default), boundaries (0, 1, -1), huge and negative numbers,
 NaN and infinities, empty and nested lists, strings in number fields, interpolations and special
 characters; and the override forms ``+key=``, ``++key=`` and ``~key``. Each command runs in
-process through ``train.py``'s ``main(argv)`` (the precheck, Hydra's main, the config check of
+process through ``train.py``'s ``main(argv)`` (Hydra's main, the config check of
 vitpos/validate.py) with :func:`vitpos.train.train` replaced by a stub: a command that gets past
 the config check stops there instead of training.
 

@@ -190,15 +190,6 @@ def test_a_sweep_refuses_the_job_that_does_not_compose(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_sweeps_only_hydra_can_expand_are_left_to_it():
-    """glob(...) needs Hydra's config search: the precheck lets it through instead of composing the
-    pattern as one run (which Hydra refuses as "requires --multirun"); range(...) is expanded."""
-    from conftest import train_py
-
-    train_py().precheck(["-m", "data=shapes", "encoding=glob(rope_2d*)"])  # no SystemExit
-    train_py().precheck(["-m", "data=shapes", "seed=range(0,2)"])
-
-
 # ------------------------------------------------------------------ case 9
 @pytest.mark.parametrize("tool", ["train.py", "vitpos.extrapolate"])
 def test_a_crafted_pickle_is_refused_without_the_unsafe_advice(tmp_path, tool):

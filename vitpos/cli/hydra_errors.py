@@ -1,7 +1,7 @@
 """Hydra's multi-line composition errors as one :class:`UserError` line.
 
-``train.py`` composes the command's config once before Hydra runs it; when that
-composition fails, :func:`override_error` words the failure the way every other
+When Hydra's main cannot compose a command's config, ``train.py`` hands the error to
+:func:`override_error`, which words it the way every other
 bad input is worded (``<option>: <what> (<fix>)``). The keys it suggests for a
 misspelt option come from the failed composition itself: OmegaConf's error
 carries the config node in which the key was looked up, so no second
@@ -30,6 +30,7 @@ from vitpos.errors import UserError
 MISSING_CONFIG = re.compile(r"Could not (?:find|load) '([\w/]+)/([^']+)'")
 AVAILABLE = re.compile(r"Available options in '[\w/]+':\n((?:\t.*\n?)+)")  # Hydra's list of a group's configs
 NULL_GROUP = "Config group override must be a string or a list"  # optim=null: Hydra's ValueError
+HYDRA_SWEEP = "Sweeping over Hydra's configuration is not supported"
 BAD_KEY = (re.compile(r"Could not (?:override|append to) '([^']+)'"), re.compile(r"full_key: (\S+)"))
 
 
@@ -43,6 +44,9 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
         return _null_group(words, configs) or UserError("command line", NULL_GROUP, "python train.py --help")
     if isinstance(err, OverrideParseException) and err.override:
         return _unparsable(err.override)
+    if HYDRA_SWEEP in text:  # -m hydra.launcher.n_jobs=1,2
+        key = text.rpartition("'")[0].rpartition("'")[2].partition("=")[0]
+        return UserError(key, "Hydra sweeps the run's options, not its own", f"one sweep per value: {key}=<value>")
     missing = MISSING_CONFIG.search(text)
     if missing:
         listed = AVAILABLE.search(text)

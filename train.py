@@ -1,14 +1,11 @@
 """Train one configuration: ``python train.py encoding=rope_2d`` (Hydra; ``-m`` sweeps).
 
-See configs/train.yaml for every option, ``python train.py --help`` for a
-summary and README.md for the recipes. The config is checked before anything
-is written (vitpos/validate.py: in the run; a sweep's jobs also all before the first starts);
-a bad option or input prints one line ``error: <option>: <what> (<fix>)`` and exits with code 2. :func:`main` is the
-command: ``main(["data=shapes"])`` runs ``python train.py data=shapes`` in process.
-
-Hydra's main composes the config (a sweep's jobs: composed and checked by the sweeper
-``hydra/sweeper=vitpos``, hydra_plugins/vitpos_sweeper, before any is launched); a composition it
-refuses is worded in one line by :func:`vitpos.cli.hydra_errors.override_error`.
+Options: configs/train.yaml, ``python train.py --help``; recipes: README.md. The config is checked before
+anything is written (vitpos/validate.py; a sweep's jobs all before the first starts, by the sweeper
+``hydra/sweeper=vitpos``, hydra_plugins/vitpos_sweeper). A bad option or input prints one line
+``error: <option>: <what> (<fix>)`` and exits 2; a composition Hydra refuses is worded in one line by
+:func:`vitpos.cli.hydra_errors.override_error`. ``main(["data=shapes"])`` runs ``python train.py data=shapes``
+in process.
 """
 
 import os
@@ -27,10 +24,8 @@ SWEEP_WORDS = ("-m", "--multirun")
 
 
 def encoding_help() -> str:
-    """The encodings grouped by image / sequence, one line each (for --help).
-
-    Hydra resolves its own config, help text included, on every call: build the
-    list (it imports torch) only when help was asked for."""
+    """The encodings by image / sequence, one line each, for --help. Empty otherwise: Hydra resolves
+    its help text on every call, and the list imports torch."""
     if not set(HELP_WORDS) & set(sys.argv[1:]):
         return ""
     import re
@@ -69,9 +64,8 @@ def report(err: BaseException) -> None:
     sys.exit(2)
 
 
-#: Hydra prints a failed composition in many lines and exits 1 unless this variable is set; set, it
-#: raises the error instead, which :func:`main` words in one line (exit 2). A job unsets it on start,
-#: so a crash in training is reported as Hydra reports it.
+#: Set, Hydra raises a failed composition (for :func:`main` to word in one line, exit 2) instead of printing
+#: many lines and exiting 1. A job unsets it on start, so a training crash is reported as Hydra reports it.
 FULL_ERROR = "HYDRA_FULL_ERROR"
 _composing = False  # main set FULL_ERROR and no job has started yet
 
@@ -124,9 +118,8 @@ def run(cfg: DictConfig) -> float:
 
 
 def hydra_words(argv: list[str]) -> list[str]:
-    """``argv`` as handed to Hydra: a single run writes nothing outside its run folder
-    (``hydra.output_subdir=null``), placed beside the other overrides (argparse refuses
-    overrides on both sides of a flag like ``--cfg job``)."""
+    """``argv`` for Hydra; a single run gets ``hydra.output_subdir=null`` (nothing outside its run folder),
+    placed beside the other overrides (argparse refuses overrides on both sides of a flag like ``--cfg job``)."""
     single = not set(SWEEP_WORDS) & set(argv)
     if not single or any(a.startswith("hydra.output_subdir=") for a in argv):
         return list(argv)
@@ -135,9 +128,8 @@ def hydra_words(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python train.py ARGV`` (default: this process's arguments) through Hydra's main; a bad
-    override (unknown key or group option, Hydra's own ``hydra.*`` included, a value Hydra's grammar
-    cannot read) is one line, exit 2. Exits 1 when a job of a sweep failed (the summary lists them)."""
+    """``python train.py ARGV`` (default: this process's arguments). A bad override (unknown key or group
+    option, ``hydra.*`` included, unparsable value) is one line, exit 2; a sweep with a failed job exits 1."""
     global _composing
     saved, prog = sys.argv, sys.argv[0] if argv is None else __file__  # in process: not the caller's name
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -1,12 +1,9 @@
 """``train(cfg)``: one training run from a composed config (what ``train.py`` calls).
 
-The path of a run (docs/architecture.md draws it): check the config once
-(``vitpos.validate``), claim the run folder (``vitpos.run``: identity, lock,
-resume policy), build the task and its data (``vitpos.tasks.build``), fit with
-Lightning's Trainer (checkpoints: best by ``val/acc`` and ``last.ckpt`` every
-epoch), test the best checkpoint, evaluate beyond the training size
-(``vitpos.extrapolate``), log the final metrics to TensorBoard, write
-``metrics.json`` and return the metrics.
+The path (docs/architecture.md draws it): check the config (``vitpos.validate``), claim the run folder
+(``vitpos.run``: identity, lock, resume), build task and data (``vitpos.tasks.build``), fit (best by ``val/acc``,
+``last.ckpt`` every epoch), test the best checkpoint, evaluate beyond the training size (``vitpos.extrapolate``),
+log to TensorBoard and write ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -51,12 +48,9 @@ log = logging.getLogger("vitpos")
 def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
     """Train, test and evaluate one configuration; returns every final metric.
 
-    Bad input raises a :class:`vitpos.errors.InputError` before anything is
-    written (or, for a refused resume, before training starts); a run folder
-    that a failed run created is removed again unless it holds a checkpoint
-    (:func:`vitpos.run.folder.claim`). ``checked``: the
-    caller ran :func:`vitpos.validate.validate` on ``cfg`` already (``train.py``
-    does, before it imports this module), so the config is checked once."""
+    Bad input raises :class:`vitpos.errors.InputError` before anything is written (a refused resume: before
+    training starts); :func:`vitpos.run.folder.claim` removes a failed run's new folder unless it holds a
+    checkpoint. ``checked``: the caller (``train.py``) already ran :func:`vitpos.validate.validate` on ``cfg``."""
     if not checked:
         validate(cfg)  # the one check of the config, before any folder, logger or data
     quiet_console()
@@ -102,8 +96,7 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     trainer_opts["precision"] = trainer_precision(trainer_opts)  # auto: bf16-mixed where native (vitpos/runtime.py)
     if no_gpu := device_line(trainer_opts["precision"]):  # without a GPU: one line for Lightning's GPU/TPU lines
         log.info(no_gpu)
-    # the datamodules shard evaluation over DDP ranks themselves, without the
-    # padding DistributedSampler adds, so DDP metrics equal one process's exactly
+    # the datamodules shard evaluation over DDP ranks without DistributedSampler's padding: exact DDP metrics
     trainer_opts["use_distributed_sampler"] = False
     trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
     if trainer_opts.get("enable_progress_bar", True):
@@ -131,11 +124,11 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
 
 
 class RunLogger(TensorBoardLogger):
-    """Lightning's TensorBoard logger whose SCALARS page holds only curves, so that it opens on
-    ``train/`` and ``val/``. Left out: the ``epoch`` scalar (the x-axis option, not a
-    metric) and the single-point final numbers, ``test/*`` and ``time/*``, which TensorBoard would
-    list first (it orders tag groups alphabetically); train logs those as one TEXT table,
-    ``test/final``, and every report reads them from ``metrics.json``."""
+    """Lightning's TensorBoard logger with only curves on SCALARS, so the page opens on ``train/`` and ``val/``.
+
+    Left out: ``epoch`` (an x-axis option) and the single-point ``test/*`` and ``time/*`` numbers, which
+    TensorBoard, sorting alphabetically, would list first; they go to the TEXT table ``test/final``
+    (reports read them from ``metrics.json``)."""
 
     _naming_columns = False
 
@@ -145,8 +138,7 @@ class RunLogger(TensorBoardLogger):
         super().log_metrics({k: v for k, v in metrics.items() if k != "epoch" and not k.startswith(FINAL)}, step)
 
     def finalize(self, status: str) -> None:
-        """As Lightning's, but on a failed run a write the disk refuses here (flushing the event
-        file, ``hparams.yaml``) does not hide the error that stopped the run."""
+        """As Lightning's, but on a failed run a refused write here does not hide the error that stopped it."""
         try:
             super().finalize(status)
         except OSError:
@@ -154,8 +146,7 @@ class RunLogger(TensorBoardLogger):
                 raise
 
     def log_hyperparams(self, params, metrics: dict | None = None) -> None:
-        """As Lightning's, but ``metrics`` only name the HPARAMS columns: Lightning also logs their
-        values at step 0, which would add a false first point to the curves they name."""
+        """As Lightning's, but ``metrics`` only name the HPARAMS columns (no false step-0 point on the curves)."""
         self._naming_columns = True
         try:
             super().log_hyperparams(params, metrics)
@@ -165,14 +156,12 @@ class RunLogger(TensorBoardLogger):
 
 #: prefixes of the single-point final numbers, kept out of SCALARS (the TEXT table ``test/final``)
 FINAL = ("test/", "time/")
-#: the HPARAMS metric columns: curves, shown at their last value (runs are compared on validation
-#: there; the test numbers are the TEXT table and the compare report)
+#: the HPARAMS metric columns: curves at their last value (runs are compared there on validation, not test)
 HPARAMS_METRICS = ("val/acc", "val/loss", "train/loss")
 
 
 def lifecycle_callbacks(cfg: DictConfig, out: Path, fast: bool) -> list:
-    """Per-epoch seeding (exact resume), the divergence guard and, unless
-    ``fast_dev_run``, best-by-``val/acc`` and every-epoch ``last.ckpt``."""
+    """Epoch seeding (exact resume), the divergence guard and, unless ``fast_dev_run``, the checkpoints."""
     every = int(cfg.trainer.get("log_every_n_steps", 20) or 20)
     callbacks = [EpochSeed(cfg.seed), DivergenceGuard(divergence_hint(cfg), every)]
     if not fast:
@@ -250,14 +239,11 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
 
 
 def unmeasured_note(cfg: DictConfig, metrics: dict[str, float], out: Path) -> str | None:
-    """One line when the command asks for sizes (``eval.resolutions`` / ``eval.lengths``) that the
-    finished run in ``out`` never measured, with the command that measures them.
+    """One line naming the sizes asked for (``eval.resolutions`` / ``eval.lengths``) that the finished run in
+    ``out`` never measured, with the ``python -m vitpos.extrapolate`` command that measures them.
 
-    Why a line and not an evaluation here: a finished run's ``metrics.json`` is the record of what
-    its training run measured, and the evaluation options are not part of a run's identity; a
-    rerun that quietly evaluated more would make the record depend on what later commands asked.
-    ``python -m vitpos.extrapolate`` is the tool for measuring a trained checkpoint at more sizes
-    (its own CSV and table, the same memory check), and the line gives its exact command."""
+    Not evaluated here: eval options are not part of a run's identity, so ``metrics.json`` stays the record
+    of what the training run measured, not of what later commands asked."""
     kind = "len" if cfg.task.name == "sequence" else "res"
     sizes = list(cfg.eval.get("lengths" if kind == "len" else "resolutions") or [])
     missing = []

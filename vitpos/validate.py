@@ -1,21 +1,9 @@
-"""The one check of a composed config, before anything is written.
+"""The one check of a composed config, run first in :func:`vitpos.train.train`, before any run folder exists.
 
-``validate(cfg)`` runs once per run, first thing in :func:`vitpos.train.train`,
-before any run folder, logger or dataset exists. It raises :class:`UserError`,
-which the command line prints as one line ``error: <option>: <what> (<fix>)``
-with exit code 2 and no traceback (see ``vitpos.cli.run_main``).
-
-Each kind of rule has its module in :mod:`vitpos.checks`: the plain options (``checks/options.py``:
-the task and the options it needs, first, as the other checks depend on them; the typed options,
-run names, threads and trainer keys), data, sizes and memory (``checks/data.py``) and the model
-(``checks/model.py``: a timm model and its checkpoint, the encoding, then the run's own network
-built and run once, so each constructor stays the one place its rules are written). The plain
-checks come first and need no torch.
-
-One default depends on the model, so it is filled in here, once its patch size is known (a timm
-model's from timm): ``eval.resolutions=auto`` becomes the sizes it stands for
-(:func:`vitpos.checks.data.eval_resolutions`), written into ``cfg`` itself, so that the run tests
-them and its saved config (``hparams.yaml``, every checkpoint) names them.
+:func:`validate` raises :class:`UserError`, printed as ``error: <option>: <what> (<fix>)`` with exit code 2
+and no traceback (``vitpos.cli.run_main``); the rules live in :mod:`vitpos.checks`. ``eval.resolutions=auto``
+depends on the patch size (a timm model's comes from timm), so it is filled into ``cfg`` here: the run tests
+those sizes and its saved config (``hparams.yaml``, checkpoints) names them.
 """
 
 from __future__ import annotations
@@ -47,8 +35,7 @@ __all__ = ["UserError", "resolved", "validate"]
 
 
 def validate(cfg) -> None:
-    """Raise :class:`UserError` for the first problem in ``cfg`` (an OmegaConf config); then fill
-    ``eval.resolutions=auto`` in ``cfg`` with the sizes it stands for (:func:`fill_resolutions`)."""
+    """Raise :class:`UserError` for the first problem in ``cfg``, then fill in ``eval.resolutions=auto``."""
     plain = resolved(cfg)
     image = check_task(plain.get("task"))
     check_needed(plain, image)
@@ -71,17 +58,15 @@ def validate(cfg) -> None:
 
 
 def fill_resolutions(cfg, sizes: list) -> None:
-    """``cfg.eval.resolutions = sizes`` where it is ``auto``: what the run then tests, and what its
-    saved config says it tested (a list given stays as written)."""
+    """Set ``cfg.eval.resolutions = sizes`` where it is ``auto`` (a list given stays as written)."""
     if isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == AUTO:
         with read_write(cfg), open_dict(cfg):
             cfg.eval.resolutions = sizes
 
 
 def resolved(cfg) -> dict:
-    """``cfg`` as a plain dict with every ``${...}`` resolved; an interpolation that names no option
-    (``data.batch_size=${data.nosuch}``, or ``~data`` under ``run.group=${data.name}``), an unknown
-    resolver or an unset variable is a :class:`UserError` naming the option that holds it."""
+    """``cfg`` as a plain dict, every ``${...}`` resolved; a :class:`UserError` names the option whose
+    interpolation fails (no such option, e.g. ``${data.nosuch}``; an unknown resolver; an unset variable)."""
     try:
         return OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as err:

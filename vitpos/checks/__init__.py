@@ -1,4 +1,3 @@
-"""The checks of a composed config, one module per role (plain options, data, model);
-:func:`vitpos.validate.validate` runs them in order. None imports torch at module level: a bad
-plain option is refused before torch loads (only the trainer keys need Lightning, and the model
-checks the encodings)."""
+"""Checks of a composed config, one module per role (plain options, data, model), run in order by
+:func:`vitpos.validate.validate`. None imports torch at module level, so a bad plain option is refused before
+torch loads."""

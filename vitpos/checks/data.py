@@ -1,15 +1,10 @@
-"""``data.*`` and the evaluation sizes: choices, paths, sizes the patches tile, sizes the data set can
-give (images to count; for generated shapes, sizes its generator can draw), and the memory each
-evaluation size needs.
+"""Checks of ``data.*`` and the evaluation sizes: choices, paths, sizes the patches tile, sizes the data set
+can give, and the memory each evaluation size needs. Free of torch.
 
-The rules the data module shares (:func:`check_image_data`, :func:`check_split`) are written in
-:mod:`vitpos.data.options`, the layer below, and called here on the composed config; the images
-of an ImageFolder tree are counted by :func:`vitpos.data.folder.list_images`, the listing the
-loader reads; the sizes generated shapes can take are :mod:`vitpos.data.shapes`' own rule
-(:func:`check_layout`, :func:`check_drawable`, which ``make_shapes`` runs too). The memory
-estimate and its rule are :mod:`vitpos.eval_memory`'s, the same ones ``python -m
-vitpos.extrapolate`` applies before it evaluates a checkpoint: an evaluation at 4096 px is refused
-before training, not hours in. Free of torch.
+Each rule is owned one layer down and only called here: :mod:`vitpos.data.options` (image data, splits),
+:func:`vitpos.data.folder.list_images` (the loader's own listing), :mod:`vitpos.data.shapes` (the sizes
+``make_shapes`` can draw) and :mod:`vitpos.eval_memory` (the memory rule ``python -m vitpos.extrapolate``
+applies too), so an evaluation at 4096 px is refused before training, not hours in.
 """
 
 from __future__ import annotations
@@ -51,18 +46,14 @@ def check_data_paths(data: dict, image: bool) -> None:
 
 
 # -------------------------------------------------------------------- sizes against the patches
-#: ``eval.resolutions``'s default: sizes around the training size that the model's patches tile
+#: ``eval.resolutions``'s default: sizes around the training size that the patches tile
 AUTO = "auto"
 
 
 def check_sizes(c: dict) -> None:
-    """:func:`check_image_data` with the model's patch size, then ``data.img_size`` and
-    ``eval.resolutions``: sizes (a side or an ``[h, w]`` pair) ``model.patch_size`` tiles
-    (:func:`check_size`, the rule the data module runs too) and, for ``data=shapes``, sizes its
-    generator can use (:func:`vitpos.data.shapes.check_layout` for the training size,
-    :func:`vitpos.data.shapes.check_drawable` for each test size: the rules ``make_shapes`` runs).
-    ``auto`` is tiled and drawable by construction (:func:`eval_resolutions`); a list given is
-    checked size by size."""
+    """:func:`check_image_data`, then ``data.img_size`` and each ``eval.resolutions`` size against
+    ``model.patch_size`` (:func:`check_size`) and, for ``data=shapes``, its generator (:func:`check_layout`,
+    :func:`check_drawable`). ``auto`` passes: :func:`eval_resolutions` makes it tiled and drawable."""
     patch, data = c["model"]["patch_size"], c["data"]  # an integer >= 1 (vitpos.checks.options)
     check_image_data(data, patch)
     check_size(data.get("img_size"), "data.img_size", patch)
@@ -83,12 +74,10 @@ def check_sizes(c: dict) -> None:
 
 
 def eval_resolutions(c: dict) -> list:
-    """The sizes ``eval.resolutions`` asks for (``c``: a checked config with the model's patch size,
-    a timm model's included): the list given, or for ``auto`` (the default)
-    :func:`vitpos.sizes.default_resolutions` of ``data.img_size`` and ``model.patch_size``, so the
-    default follows the patches (``[16, 24, 32, 40, 48, 64]`` for 4 px patches at 32 px); for
-    ``data=shapes``, only those its generator can draw (:func:`vitpos.data.shapes.can_draw`: at
-    24 px in 4 px cells, 12, 24, 36 and 48)."""
+    """The sizes ``eval.resolutions`` names: the list given, or for ``auto``
+    :func:`vitpos.sizes.default_resolutions` of ``data.img_size`` and ``model.patch_size`` (a timm model's
+    filled in), e.g. ``[16, 24, 32, 40, 48, 64]`` for 4 px patches at 32 px; for ``data=shapes``, only those
+    its generator can draw (:func:`vitpos.data.shapes.can_draw`)."""
     data, resolutions = c["data"], (c.get("eval") or {}).get("resolutions")
     if resolutions != AUTO:
         return list(resolutions or [])
@@ -100,8 +89,7 @@ def eval_resolutions(c: dict) -> list:
 
 # -------------------------------------------------------------------- sizes against the data set
 def image_counts(data: dict) -> Counts | None:
-    """The images of the data set ``data`` names, or None when they cannot be counted before
-    loading (the official release not downloaded yet)."""
+    """The image counts of ``data``'s data set; None before CIFAR-10 is downloaded (nothing to count yet)."""
     if data.get("name") == "shapes":
         return counts_of(data, data.get("num_train", 0), data.get("num_test", 0))
     root = Path(str(data.get("root"))).expanduser()

@@ -1,13 +1,8 @@
-"""The command line, in and out: what every entry point shares, one module per job.
+"""The command line, in and out, shared by every entry point.
 
-- :mod:`vitpos.cli.options`: the ``key=value`` options of every ``python -m vitpos.*``
-  tool and ``bench`` (:func:`option`, :func:`parse_options`, ``--help``,
-  :func:`expand_paths`);
-- :mod:`vitpos.cli.hydra_errors`: Hydra's composition errors of ``train.py`` as one
-  line (:func:`override_error`);
-- :mod:`vitpos.cli.console`: what a command prints (:func:`run_main`: a user error
-  as one line, exit code 2; the quiet training console, its one line on a machine
-  without a GPU and its progress bar).
+- :mod:`vitpos.cli.options`: ``key=value`` options of the ``python -m vitpos.*`` tools and ``bench``;
+- :mod:`vitpos.cli.hydra_errors`: ``train.py``'s Hydra composition errors as one line;
+- :mod:`vitpos.cli.console`: user errors as one line (exit code 2) and the quiet training console.
 """
 
 from vitpos.cli.console import (

@@ -1,20 +1,9 @@
-"""What a command prints: a user error as one line, and a quiet training console.
+"""What a command prints: a user error as one line (:func:`run_main`), and a quiet training console.
 
-:func:`run_main` prints a user error (:class:`vitpos.errors.InputError`) as one
-line ``error: ...`` with exit code 2 instead of a traceback. The training
-console (:func:`quiet_console`, :func:`progress_bar`, :func:`summary_line`) is
-one line per message, one model summary line and a progress bar named after the
-run.
-
-Lightning logs through its own ``lightning.*`` loggers, each with one handler
-when the root logger has none; ``configs/train.yaml`` therefore turns Hydra's
-job and hydra logging off (``none``) so nothing prints twice. The warnings
-silenced here are known and harmless for this project; each filter names the
-message it drops. On a machine without a GPU, Lightning's device lines (``GPU
-available: False ...``, ``TPU available: False ...``) and torch's ``No CUDA runtime
-is found`` become one line (:func:`device_line`). Epochs are counted from 1
-everywhere a person reads them: the progress bar (``Epoch 1/3``), the epoch lines
-and every message; only file names (``best-epoch000.ckpt``) keep Lightning's 0.
+Lightning logs through its own ``lightning.*`` handlers, so ``configs/train.yaml`` sets Hydra's job
+and hydra logging to ``none``: nothing prints twice. Without a GPU, Lightning's device lines and
+torch's ``No CUDA runtime is found`` become one line (:func:`device_line`). Epochs a person reads
+count from 1 (``Epoch 1/3``); only file names (``best-epoch000.ckpt``) keep Lightning's 0.
 """
 
 from __future__ import annotations
@@ -30,8 +19,7 @@ from vitpos.errors import InputError
 
 
 def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:
-    """``sys.exit(main(argv))``, but a user error prints ``error: <message>`` on
-    one line and exits with code 2 (no traceback)."""
+    """``sys.exit(main(argv))``, but an :class:`InputError` prints ``error: <message>`` and exits 2 (no traceback)."""
     try:
         code = main(argv)
     except Exception as err:  # noqa: BLE001 (filtered just below; everything else re-raised)
@@ -53,17 +41,15 @@ KNOWN_WARNINGS = (
 
 
 class _DropAdvert(logging.Filter):
-    """Drops Lightning's logger advertisement (the litlogger / tensorboardX tip) and its note that it
-    reads the training data to count the steps (``Loading `train_dataloader` to estimate ...``)."""
+    """Drops Lightning's litlogger/tensorboardX tip and its ``Loading `train_dataloader` to estimate ...``."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
         return not any(part in text for part in ("litlogger", "tensorboardX", "to estimate number of stepping"))
 
 
-#: what a machine without a GPU prints that :func:`device_line` says in one line: Lightning's
-#: device lines and its mixed-precision line (its rank_zero loggers), torch's CUDA_HOME note
-#: (cpp_extension, imported by torch.compile); each is dropped on a machine without a GPU only
+#: dropped without a GPU only (:func:`device_line` says it in one line): Lightning's device and AMP
+#: lines, torch's CUDA_HOME note (cpp_extension, imported by torch.compile)
 LIGHTNING_DEVICE_LINES = re.compile(
     r"(GPU|TPU|HPU|IPU) available: False\b|Using (16bit|bfloat16) Automatic Mixed Precision \(AMP\)$"
 )
@@ -76,7 +62,7 @@ RANK_ZERO = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilitie
 
 
 class DropLines(logging.Filter):
-    """Drops the records of one logger whose message matches ``pattern`` (at its start)."""
+    """Drops records whose message starts with a match of ``pattern``."""
 
     def __init__(self, pattern: re.Pattern):
         super().__init__()
@@ -87,14 +73,14 @@ class DropLines(logging.Filter):
 
 
 def _add_filter(name: str, kind: type, *args) -> None:
-    """``kind(*args)`` as a filter of the logger ``name``, once however often a process trains."""
+    """Adds ``kind(*args)`` to the logger ``name`` unless it already has one."""
     logger = logging.getLogger(name)
     if not any(type(f) is kind for f in logger.filters):
         logger.addFilter(kind(*args))
 
 
 def has_gpu() -> bool:
-    """A CUDA (or Apple MPS) device that Lightning's ``accelerator=auto`` would train on."""
+    """A CUDA or MPS device is there (what ``accelerator=auto`` would pick)."""
     import torch
 
     mps = getattr(torch.backends, "mps", None)
@@ -102,10 +88,8 @@ def has_gpu() -> bool:
 
 
 def device_line(precision: object, threads: int | None = None) -> str | None:
-    """On a machine without a GPU: the one line that says so, ``no GPU: training on 2 CPU threads,
-    bf16-mixed``, with Lightning's device lines and torch's ``No CUDA runtime`` note silenced from
-    now on (:data:`NO_GPU_LINES`); None where a GPU is present (Lightning's own lines name it) and
-    in every process of a multi-process run but the first (they would say it again)."""
+    """``no GPU: training on 2 CPU threads, bf16-mixed``, silencing :data:`NO_GPU_LINES` from now on; None
+    with a GPU (Lightning's lines name it) and on every rank but the first."""
     if has_gpu():
         return None
     import torch
@@ -119,9 +103,8 @@ def device_line(precision: object, threads: int | None = None) -> str | None:
 
 
 class _Stderr(logging.StreamHandler):
-    """A handler that writes to whatever ``sys.stderr`` is when a message is logged, not to the
-    stream it found when it was made: a caller that swaps ``sys.stderr`` (pytest's ``capsys``, a
-    ``redirect_stderr``) then sees the ``vitpos`` lines, and a stream closed since is never used."""
+    """Writes to the current ``sys.stderr``, not the one at creation: a swapped one (``capsys``,
+    ``redirect_stderr``) gets the ``vitpos`` lines and a closed one is never used."""
 
     def __init__(self):
         super().__init__(sys.stderr)
@@ -136,7 +119,7 @@ class _Stderr(logging.StreamHandler):
 
 
 def quiet_console() -> None:
-    """Silence the known third-party warnings and set up the ``vitpos`` logger (once)."""
+    """Silences :data:`KNOWN_WARNINGS` and sets up the ``vitpos`` logger (once)."""
     for message, _why in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     for name in RANK_ZERO:
@@ -151,25 +134,20 @@ def quiet_console() -> None:
 
 
 def quiet_side_by_side() -> None:
-    """Jobs that a joblib sweep runs side by side print at the same time, so only their labelled
-    lines stay: the sweep's start and end line per job (name, minutes, test/acc) and each epoch's
-    line (``<run>/seed<k>: epoch ...``). Lightning's and vitpos's setup lines go (warnings and errors
-    stay); the caller leaves out the final metrics block (metrics.json and the end line have it)."""
+    """Parallel joblib jobs keep only labelled lines (the sweep's per-job lines, ``<run>/seed<k>: epoch ...``):
+    setup lines go, warnings and errors stay. The caller drops the final metrics block (metrics.json has it)."""
     for name in ("lightning.pytorch", "lightning.fabric", "vitpos"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def epoch_name(current_epoch: int, max_epochs: int | None) -> str:
-    """``Epoch 1/3`` for Lightning's 0-based ``current_epoch`` 0 of 3: counted from 1, as the epoch
-    lines and the messages count (``Epoch 4`` when the run has no last epoch)."""
+    """``Epoch 1/3`` for Lightning's ``current_epoch`` 0 of 3; ``Epoch 4`` without a last epoch."""
     last = f"/{max_epochs}" if max_epochs is not None and max_epochs > 0 else ""
     return f"Epoch {current_epoch + 1}{last}"
 
 
 def progress_bar(run_name: str):
-    """Lightning's default progress bar (Rich when installed, else tqdm) showing
-    ``run: <run_name>`` instead of the logger's ``v_num``, and the epoch counted from 1
-    (:func:`epoch_name`: ``Epoch 1/3``, where Lightning shows ``Epoch 0/2``)."""
+    """Lightning's default bar (Rich, else tqdm) with ``run: <run_name>`` for ``v_num`` and :func:`epoch_name`."""
     from lightning.pytorch.callbacks import TQDMProgressBar
     from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE, RichProgressBar
 

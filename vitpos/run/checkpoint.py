@@ -1,15 +1,9 @@
 """Loading checkpoints without running code from them.
 
-``torch.load(..., weights_only=False)`` unpickles arbitrary objects, so a crafted
-``.ckpt`` can run any command on the machine that opens it. vitpos checkpoints
-hold only tensors and plain containers (the run's config is saved with
-``OmegaConf.to_container``), so every tool loads them with
-``weights_only=True`` (PyTorch's restricted unpickler, through
-:func:`vitpos.safe_load.load_weights_only`, which says what a refused file is) and
-turns each way a file can fail into one :class:`CheckpointError` that names the file.
-
-:func:`find_checkpoints` is the one search behind every tool's ``ckpt=``: which files
-a path, a folder or a glob pattern names, with one set of rules and messages.
+vitpos checkpoints hold only tensors and plain containers (the config is saved with
+``OmegaConf.to_container``), so every tool loads them with ``weights_only=True`` through
+:func:`vitpos.safe_load.load_weights_only` and turns each failure into one :class:`CheckpointError`
+that names the file. :func:`find_checkpoints` is the one search behind every tool's ``ckpt=``.
 """
 
 from __future__ import annotations
@@ -36,12 +30,9 @@ class Found(NamedTuple):
 def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
     """Every checkpoint the ``ckpt=`` values name, in the order given, each once.
 
-    The rules, the same for every tool: a glob pattern is expanded here (bash leaves patterns
-    inside ``key=value`` alone; one that matches nothing is refused); a folder gives every
-    ``last.ckpt`` below it, sorted; a file is taken as named (:func:`load_checkpoint` then says
-    whether it is a checkpoint). A path that does not exist, or a value that gives no checkpoint
-    at all (folders without a ``last.ckpt``), is refused with a :class:`UserError` naming it. A
-    checkpoint named twice (a folder and a pattern) comes once."""
+    A glob pattern is expanded here (bash leaves patterns inside ``key=value`` alone); a folder gives
+    every ``last.ckpt`` below it, sorted; a file is taken as named (:func:`load_checkpoint` checks it).
+    A missing path, a pattern matching nothing, or folders without a ``last.ckpt`` raise :class:`UserError`."""
     found: list[Found] = []
     seen: set[Path] = set()
     for value in values:
@@ -63,9 +54,8 @@ def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
 
 
 def newest_checkpoint(value: str, doing: str) -> Path:
-    """The one checkpoint a tool works on when ``ckpt=value`` names several (a run folder, a
-    pattern; :func:`find_checkpoints`): the newest, said aloud with the others named (``doing``:
-    the tool's verb, ``drawing``, ``exporting``)."""
+    """The newest checkpoint ``ckpt=value`` names (:func:`find_checkpoints`), printing the others when
+    there are several; ``doing`` is the tool's verb (``drawing``, ``exporting``)."""
     paths = sorted((hit.path for hit in find_checkpoints([value])), key=lambda p: p.stat().st_mtime, reverse=True)
     if len(paths) > 1:
         others = "\n".join(f"  {p}" for p in paths[1:])
@@ -76,10 +66,8 @@ def newest_checkpoint(value: str, doing: str) -> Path:
 def load_checkpoint(path: str | Path) -> dict:
     """The checkpoint at ``path`` as a dict, loaded on the CPU with ``weights_only=True``.
 
-    Raises :class:`CheckpointError` (never runs code from the file) when the
-    file is missing, truncated or corrupt, needs arbitrary Python objects to
-    unpickle, or lacks the run config (``hyper_parameters.cfg``) the tools
-    rebuild the model from.
+    Raises :class:`CheckpointError` when the file is missing, truncated or corrupt, needs arbitrary
+    Python objects to unpickle, or lacks the ``hyper_parameters.cfg`` the tools rebuild the model from.
     """
     path = Path(path)
     if path.is_dir():
@@ -108,7 +96,7 @@ def load_checkpoint(path: str | Path) -> dict:
 
 
 def example_checkpoint(folder: Path) -> str:
-    """The first ``last.ckpt`` below ``folder``, for a message that asked for a file and got the folder."""
+    """The first ``last.ckpt`` below ``folder``, for a message that asked for a file and got a folder."""
     inside = next(iter(sorted(folder.rglob(LAST))), None)
     return str(inside) if inside else f"{folder}/<run folder>/checkpoints/{LAST}"
 

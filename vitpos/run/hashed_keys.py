@@ -1,11 +1,7 @@
-"""The keys the run hash covered when its rule was frozen (2026-12-06): hashed as they are.
-
-Written once from every config file and every committed run, and never edited: a key added
-after this is hashed by the rule of :func:`vitpos.run.identity.identity` for new keys (an
-encoding option when it differs from its ``__init__`` default; any other key only when
-the schema (:data:`vitpos.checks.options.OPTIONS`) declares the values that keep the earlier
-behaviour: its ``as_before``).
-So adding a key at a default that reproduces what ran before keeps every run folder.
+"""The keys the run hash covered when its rule was frozen (2026-12-06), from every config file and
+committed run; never edited. A key added since counts as :func:`vitpos.run.identity.counts` says (an
+encoding option unless at its ``__init__`` default; another key unless null or at a value its schema
+``as_before`` names), so adding a key at a default that reproduces what ran before keeps every run folder.
 """
 
 
@@ -13,7 +9,7 @@ def _keys(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-#: per config section (``encoding`` apart: per encoding, below)
+#: per config section (``encoding``: per encoding, below)
 SECTION_KEYS = {
     "model": _keys(
         "causal checkpoint depth dim drop_path dropout embed_std kwargs mlp_ratio name num_heads "

@@ -3,26 +3,16 @@
     runs/<group>/<model>/<label>-<hash>/seed<k>
     e.g. runs/cifar10/vit_micro/sincos_2d-3fa9c1/seed0
 
-``group`` is ``run.group`` (the data set's name by default, ``debug`` for the
-debug configs, the experiment's name for sweeps), ``model`` the model config
-chosen (``model=vit_micro``), ``label`` the encoding (``@strategy`` when not
-its default; ``run.label`` overrides it) and ``hash`` six hex digits of
-everything else that defines the run (:func:`identity`: model and the content of
-its starting weights, data budget and the data set's fingerprint, encoding options,
-optimizer, task, epochs).
+``group`` is ``run.group`` (the data set's name by default, ``debug`` for the debug configs, the
+experiment's name for sweeps), ``model`` the chosen ``model=...``, ``label`` the encoding
+(``@strategy`` when not its default; ``run.label`` overrides it) and ``hash`` six hex digits of
+everything else that defines the run (:func:`identity`).
 
-Why a hash on every run rather than only on non-default ones: the name stays
-readable, two different configurations can never share a folder (the README's
-``debug=subset`` run and the full recipe used to collide), the same command
-always maps to the same folder (so it resumes), and the seeds of one
-configuration sit side by side under one folder, which is what ``compare``
-averages over. ``train.py`` prints the folder and the commands to look at it.
-
-A folder must survive an upgrade and a move: a key added to the configs later counts only where
-it changes what runs (:func:`counts`), and the saved config records what the hash read from the
-machine (:func:`record`: the data's fingerprint, the resolved precision, the digest of the
-``model.checkpoint`` file), so a copied run names its folder without the data or that file, on
-any machine.
+Every run is hashed, not only non-default ones: two configurations never share a folder, the same
+command always maps to the same folder (so it resumes), and the seeds of one configuration sit side
+by side for ``compare`` to average. A folder survives upgrades and moves: a key added later counts
+only where it changes what runs (:func:`counts`), and the saved config records what the hash read
+from the machine (:func:`record`), so a copied run finds its folder without the data.
 """
 
 from __future__ import annotations
@@ -42,23 +32,18 @@ from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
 from vitpos.runtime import machine_kind, trainer_precision
 from vitpos.sizes import compact
 
-#: config sections that define a run (what ``resume=auto`` compares, what the hash covers); which of
-#: their keys count is the schema's word (vitpos/checks/options.py: ``defines``, ``as_before``)
+#: sections that define a run (hashed, compared by ``resume=auto``); which keys count: vitpos/checks/options.py
 RUN_DEFINING = ("model", "encoding", "data", "optim", "task", "trainer")
-#: image sizes (a side or an [h, w] pair): hashed as vitpos.sizes.compact writes them, a side for a
-#: square and "HxW" otherwise, so [32, 32] is the run 32 is and every run with a side keeps its hash
+#: image sizes, hashed as vitpos.sizes.compact writes them: [32, 32] is the run 32 is, "HxW" otherwise
 SIZE_KEYS = ("img_size", "native_size")
 MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 
 
 def identity(cfg: DictConfig | dict) -> dict:
-    """The run-defining part of ``cfg`` as plain containers (seed and run names excluded).
+    """The run-defining part of ``cfg`` as plain containers (:func:`counts`; seed and run names excluded).
 
-    Each key of :data:`RUN_DEFINING`'s sections counts unless the schema says it does not define
-    the run or it is at a value that keeps the earlier behaviour (:func:`counts`); a strategy alias counts as
-    the strategy it names. The data set counts by its content fingerprint, ``model.checkpoint``
-    (a timm run's starting weights) by the digest of the file's content and ``auto`` precision by
-    what it resolves to: each as the run recorded it (:func:`record`), else as found here."""
+    A strategy alias counts as the strategy it names; the data set by its fingerprint, ``model.checkpoint``
+    by its file's digest, ``auto`` precision resolved: each as :func:`record` saved it, else as found here."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     recorded = plain.get("run") or {}
     out = {}
@@ -84,12 +69,10 @@ def identity(cfg: DictConfig | dict) -> dict:
 
 
 def counts(section: str, key: str, value, values: dict) -> bool:
-    """Whether ``section.key = value`` is part of the run's identity (``values``: the section): not
-    where the schema (:data:`vitpos.checks.options.OPTIONS`) says the option does not define the run,
-    nor at a value its ``as_before`` names for an option the hash did not always cover (so a folder
-    made before the option existed is found again); an encoding's ``module`` never (its code counts,
-    :func:`plugin_source`). Any other key: as :mod:`vitpos.run.hashed_keys` and
-    :func:`new_key_matters` say."""
+    """Whether ``section.key = value`` (``values``: the section) is part of the run's identity: not where
+    :data:`vitpos.checks.options.OPTIONS` says it does not define the run or its ``as_before`` names the value
+    (so older folders are found again); never an encoding's ``module`` (its code counts: :func:`plugin_source`).
+    Other keys: as :mod:`vitpos.run.hashed_keys` and :func:`new_key_matters` say."""
     spec = OPTIONS.get(f"{section}.{key}")
     if (spec is not None and not spec.defines) or (section, key) == ("encoding", "module"):
         return False
@@ -102,11 +85,9 @@ def counts(section: str, key: str, value, values: dict) -> bool:
 
 
 def new_key_matters(encoding: dict, key: str, value) -> bool:
-    """An encoding option the hash has not always covered (every option of an encoding added since)
-    counts unless it is null or at its default: the ``__init__`` default, or for ``strategy`` the
-    class's first strategy (an alias resolved). So an option added to an encoding keeps every
-    earlier run's folder, and a new encoding's folder does not depend on which defaults its
-    config file spells out."""
+    """Whether an encoding option not in :mod:`vitpos.run.hashed_keys` counts: not when null or at its
+    ``__init__`` default (``strategy``: the class's first), so adding an option keeps earlier folders and
+    a new encoding's folder does not depend on which defaults its config file spells out."""
     if value is None:
         return False
     try:
@@ -119,9 +100,8 @@ def new_key_matters(encoding: dict, key: str, value) -> bool:
 
 
 def plugin_source(encoding: dict) -> str | None:
-    """The source digest of the encoding's class when it comes from outside the package (a
-    plug-in file, module or entry point; :func:`vitpos.encodings.plugins.source_digest`), else
-    None. A plug-in that cannot be loaded here has none (the check refuses such a run)."""
+    """The source digest of a plug-in encoding (:func:`vitpos.encodings.plugins.source_digest`); None for a
+    built-in, or for a plug-in that cannot be loaded here (the check refuses such a run)."""
     if encoding.get("module"):  # the file the command names, read without importing it again
         try:
             return module_digest(str(encoding["module"]))
@@ -146,24 +126,19 @@ def _resolve_strategy(encoding: dict) -> None:
 
 
 def record(cfg: DictConfig) -> None:
-    """Write into ``cfg.run`` what the run's identity found on this machine, so that the saved
-    config (``hparams.yaml``, every checkpoint) names the run without the data or the machine:
-    ``data_fingerprint`` (the data set's content, :mod:`vitpos.data.fingerprint`; null for generated
-    data), ``precision`` (``trainer.precision`` resolved) and ``machine``
-    (:func:`vitpos.runtime.machine_kind`), for a plug-in encoding ``encoding_source`` (the digest
-    of its code, :func:`plugin_source`), and for a run with ``model.checkpoint``
-    ``checkpoint_digest`` (the file's content, :func:`checkpoint_digest`). Values the config
-    already records are kept."""
+    """Record in ``cfg.run`` what :func:`identity` reads from this machine, so the saved config
+    (``hparams.yaml``, every checkpoint) names the run anywhere: ``data_fingerprint`` (null for generated
+    data), ``precision``, ``machine``, ``encoding_source`` and ``checkpoint_digest``. Recorded values stay."""
     plain = OmegaConf.to_container(cfg, resolve=True)
     trainer = plain.get("trainer") or {}
     found = {
         "data_fingerprint": data_fingerprint(plain.get("data") or {}),
-        "precision": trainer_precision(trainer),  # as the hash has always seen it (an int stays an int)
+        "precision": trainer_precision(trainer),  # as the hash always saw it (an int stays an int)
         "machine": machine_kind(trainer.get("accelerator", "auto")),
         "encoding_source": plugin_source(plain.get("encoding") or {}),
     }
     weights = (plain.get("model") or {}).get("checkpoint")
-    if weights is not None:  # recorded only where there is a file: every other run's config stays as it was
+    if weights is not None:  # only here, so every other run's config stays as it was
         found["checkpoint_digest"] = checkpoint_digest(weights)
     with open_dict(cfg):
         for key, value in found.items():
@@ -172,9 +147,8 @@ def record(cfg: DictConfig) -> None:
 
 
 def checkpoint_digest(path) -> str | None:
-    """12 hex digits of the content of the file ``model.checkpoint`` names (a timm run's starting
-    weights), or None where no such file is here. The content, not the path, defines the run:
-    other weights saved over the same file are a new run, the same file moved is the same run."""
+    """12 hex digits of the content of ``model.checkpoint``'s file, or None where it is missing. The content
+    defines the run: new weights over the same file are a new run, the same file moved is the same run."""
     file = Path(str(path)).expanduser()
     try:
         stat = file.stat()
@@ -185,8 +159,7 @@ def checkpoint_digest(path) -> str | None:
 
 @lru_cache(maxsize=16)
 def _file_digest(path: str, size: int, mtime_ns: int) -> str | None:
-    """The sha256 of the file at ``path``, first 12 hex digits; ``size`` and ``mtime_ns`` only key
-    the in-process cache (the hash is asked for several times per run), so a file rewritten is read again."""
+    """First 12 hex digits of the file's sha256; ``size`` and ``mtime_ns`` key the cache, so a rewrite is re-read."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:
@@ -198,8 +171,7 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str | None:
 
 
 def _compact_sizes(data: dict) -> dict:
-    """``data`` with its image sizes (:data:`SIZE_KEYS`, each of ``train_sizes``) as
-    :func:`vitpos.sizes.compact` writes them; a value that is not a size stays as it is."""
+    """``data`` with its image sizes (:data:`SIZE_KEYS`, ``train_sizes``) in :func:`vitpos.sizes.compact` form."""
 
     def one(value):
         try:
@@ -220,8 +192,7 @@ def config_hash(cfg) -> str:
 
 
 def run_label(cfg: DictConfig) -> str:
-    """The encoding (combination parts joined by '+'), then ``@strategy`` when
-    that is not the encoding's default; ``run.label`` when set."""
+    """``run.label``, else the encoding (combo parts joined by '+') and ``@strategy`` when not its default."""
     if cfg.run.get("label"):
         return str(cfg.run.label)
     enc = cfg.encoding
@@ -236,8 +207,7 @@ def run_label(cfg: DictConfig) -> str:
 
 
 def model_name(cfg: DictConfig) -> str:
-    """``run.model`` (``train.py`` sets it to the chosen ``model=...``), else the
-    configs/model file equal to ``cfg.model``, else ``custom``."""
+    """``run.model`` (set by ``train.py``), else the configs/model file equal to ``cfg.model``, else ``custom``."""
     if cfg.run.get("model"):
         return str(cfg.run.model)
     model = OmegaConf.to_container(cfg.model, resolve=True)
@@ -253,21 +223,17 @@ def run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run.root) / str(cfg.run.group) / model_name(cfg) / name / f"seed{cfg.seed}"
 
 
-#: ``eval.test_subset`` in configs/task/classification.yaml: the extrapolation command printed after
-#: training names the run's own value when it is another (:func:`next_commands`)
+#: ``eval.test_subset`` in configs/task/classification.yaml; :func:`next_commands` names any other value
 TEST_SUBSET = 1000
 
 
 def next_commands(
     folder: Path, task: str, best: str | Path | None = None, module: str | None = None, test_subset=TEST_SUBSET
 ) -> str:
-    """What to run next to look at the run in ``folder`` (printed at the end of training).
+    """What to run next to look at the run in ``folder``, printed at the end of training.
 
-    The tools get ``best``, the checkpoint that ``test/acc`` scored, when there is one, so that
-    their numbers match the ones printed at the end of training (``last.ckpt`` holds the last
-    epoch, which may differ); the extrapolation tool gets ``test_subset=``, the run's
-    ``eval.test_subset``, when it is not the default (the tool reads the run's own anyway: the
-    command says so where the reader would not expect it)."""
+    The tools get ``best`` (the checkpoint ``test/acc`` scored; ``last.ckpt`` may differ) so their numbers
+    match the printed ones; a non-default ``test_subset`` is spelled out, though extrapolation reads the run's own."""
     runs = folder.parents[3] if len(folder.parents) > 3 else folder.parent
     group = folder.parents[2] if len(folder.parents) > 2 else folder.parent
     ckpt = Path(best) if best else folder / "checkpoints" / "last.ckpt"

@@ -1,15 +1,8 @@
 """Other processes on this machine, as the run lock and the sweep's stop see them.
 
-- :func:`process_alive`: whether a process id names a live process. A zombie (killed, not yet
-  reaped by its parent) is not alive; with ``started`` (:func:`start_time`, recorded when the
-  process took a lock) a live process that started at another time is not that process either:
-  the id was reused after the holder died.
-- :func:`child_pids`: this process's direct children (a joblib sweep's workers).
-- :func:`ignores`: whether a process ignores or blocks a signal (loky's and multiprocessing's
-  resource trackers ignore SIGINT and SIGTERM: waiting for them to end would wait for nothing).
-
-Read from ``/proc`` (Linux); elsewhere a process is alive when ``os.kill(pid, 0)`` says so, its
-start time is unknown and it has no children that can be found.
+Read from ``/proc`` (Linux); elsewhere a process is alive when ``os.kill(pid, 0)`` says so, its start
+time is unknown and it has no children that can be found. A zombie is not alive, and a live process
+whose start time differs from the one recorded with a lock is not the holder: its id was reused.
 """
 
 from __future__ import annotations
@@ -21,8 +14,8 @@ PROC = Path("/proc")
 
 
 def stat_fields(pid: int) -> list[str] | None:
-    """``/proc/<pid>/stat`` from its third field (the state) on, or None when unreadable.
-    The second field, the command name in parentheses, may hold spaces: split after it."""
+    """``/proc/<pid>/stat`` from its third field (the state) on, or None when unreadable; split after the
+    command name's ``)``, as that name may hold spaces."""
     try:
         text = (PROC / str(pid) / "stat").read_text()
     except OSError:
@@ -53,7 +46,7 @@ def process_alive(pid: int, started: int | None = None) -> bool:
 
 
 def child_pids() -> list[int]:
-    """The live direct children of this process."""
+    """The live direct children of this process (a joblib sweep's workers)."""
     me = str(os.getpid())
     try:
         entries = [e.name for e in os.scandir(PROC) if e.name.isdigit()]
@@ -68,7 +61,8 @@ def child_pids() -> list[int]:
 
 
 def ignores(pid: int, signum: int) -> bool:
-    """Whether ``pid`` ignores or blocks ``signum`` (``SigIgn``/``SigBlk`` of ``/proc/<pid>/status``)."""
+    """Whether ``pid`` ignores or blocks ``signum`` (``SigIgn``/``SigBlk`` of ``/proc/<pid>/status``); loky's
+    and multiprocessing's resource trackers ignore SIGINT and SIGTERM, so waiting for them is pointless."""
     try:
         lines = (PROC / str(pid) / "status").read_text().splitlines()
     except OSError:

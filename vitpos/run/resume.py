@@ -1,11 +1,9 @@
 """Resume policy: whether a command continues, reuses or refuses what its run folder holds.
 
-``resume`` (configs/train.yaml): ``auto`` continues ``last.ckpt`` when it was
-trained with the same run-defining config (:func:`vitpos.run.identity.identity`)
-and refuses it otherwise; ``true`` continues it regardless; ``false`` refuses to
-touch a folder that holds a run; a path continues from that checkpoint. A run
-whose ``metrics.json`` says ``complete`` is not trained again
-(:func:`finished_run`).
+``resume`` (configs/train.yaml): ``auto`` continues ``last.ckpt`` only if its run-defining config
+(:func:`vitpos.run.identity.identity`) matches; ``true`` continues it regardless; ``false`` refuses a
+folder that holds a run; a path continues from that checkpoint. A run whose ``metrics.json`` says
+``complete`` is not trained again (:func:`finished_run`).
 """
 
 from __future__ import annotations
@@ -36,15 +34,15 @@ def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str
     return out
 
 
-#: a checkpoint of another task, model or encoding cannot be continued, whatever ``resume`` says
+#: sections whose mismatch no ``resume`` value can override
 WEIGHTS_DEFINING = ("task", "model", "encoding")
-#: what to do with a run folder's own ``last.ckpt`` that cannot be continued
+#: fix for a run folder's own ``last.ckpt`` that cannot be continued
 OWN_FIX = "delete it to train this run from the start, or pass resume=false run.label=<name> for a new run beside it"
 
 
 def read_own(last: Path) -> dict:
-    """The run folder's own ``last.ckpt``, loaded safely; a torn, crafted or foreign file is refused
-    with what to do about it (a :class:`CheckpointError` worded as ``resume: <what> (<fix>)``)."""
+    """The run folder's own ``last.ckpt``, loaded safely; a bad file raises a :class:`CheckpointError`
+    worded ``resume: <what> (<fix>)``."""
     try:
         return load_checkpoint(last)
     except CheckpointError as err:
@@ -53,9 +51,8 @@ def read_own(last: Path) -> dict:
 
 
 def other_weights(saved: dict, cfg: DictConfig) -> str | None:
-    """``"task: 'sequence' there, 'classification' now"`` for the first of task, model and encoding
-    (:data:`WEIGHTS_DEFINING`) in which the checkpoint's config ``saved`` differs from ``cfg``: its
-    weights cannot fit this run's model. None when all three agree."""
+    """The first :data:`WEIGHTS_DEFINING` difference between ``saved`` and ``cfg``, e.g.
+    ``"task: 'sequence' there, 'classification' now"``; None when the weights fit."""
     theirs, current = identity(saved), identity(cfg)
     for section in WEIGHTS_DEFINING:
         a, b = theirs.get(section) or {}, current.get(section) or {}
@@ -63,28 +60,26 @@ def other_weights(saved: dict, cfg: DictConfig) -> str | None:
             if a.get("name") != b.get("name"):
                 return f"{section}: {a.get('name')!r} there, {b.get('name')!r} now"
             continue
-        for key in sorted(set(a) | set(b)):  # the model by every option but its regularizers (drop_path, ...)
+        for key in sorted(set(a) | set(b)):  # ignore regularizers (drop_path, ...)
             if "drop" not in key and a.get(key) != b.get(key):
                 return f"model.{key}: {a.get(key)!r} there, {b.get(key)!r} now"
     return None
 
 
 def kind_of(difference: str) -> str:
-    """``task``, ``model`` or ``encoding``: the section an :func:`other_weights` answer names."""
+    """The section (``task``, ``model``, ``encoding``) an :func:`other_weights` answer names."""
     return difference.split(":")[0].split(".")[0]
 
 
 def check_same_run(cfg: DictConfig, last: Path) -> None:
-    """Refuse to continue a checkpoint whose run-defining config
-    (:func:`vitpos.run.identity.identity`: what the folder's hash covers) differs;
-    settings that only change where or how a run is shown may differ. ``resume=true`` is offered
-    only when the checkpoint's weights fit this run's model (:func:`other_weights`)."""
-    saved = read_own(last)["hyper_parameters"]["cfg"]  # weights_only=True: a crafted file is refused
+    """Refuse ``last`` if its run-defining config (:func:`vitpos.run.identity.identity`, what the folder
+    hash covers) differs. The fix offers ``resume=true`` only when the weights fit (:func:`other_weights`)."""
+    saved = read_own(last)["hyper_parameters"]["cfg"]  # weights_only=True: crafted files are refused
     diffs = config_differences(identity(saved), identity(cfg))
     if not diffs:
         return
     other = other_weights(saved, cfg)
-    if other:  # resume=true could not continue it either: do not offer it
+    if other:  # resume=true would fail too
         raise UserError("resume", f"{last} holds a checkpoint of another {kind_of(other)} ({other})", OWN_FIX)
     raise UserError(
         "resume",
@@ -95,9 +90,8 @@ def check_same_run(cfg: DictConfig, last: Path) -> None:
 
 
 def check_continuable(checkpoint: dict, path: Path, cfg: DictConfig, fix: str) -> None:
-    """Refuse, before the Trainer starts, a checkpoint that Lightning could not continue: one of
-    another task, model or encoding (its weights would stop the run with a size-mismatch traceback),
-    or one that holds weights only, without the optimizer and loop state a resume restores."""
+    """Refuse, before the Trainer starts, a checkpoint Lightning could not continue: another task,
+    model or encoding (a size-mismatch traceback later), or weights without optimizer and loop state."""
     other = other_weights(checkpoint["hyper_parameters"]["cfg"], cfg)
     if other:
         raise UserError("resume", f"{path} was trained with another {kind_of(other)} ({other})", fix)
@@ -106,10 +100,8 @@ def check_continuable(checkpoint: dict, path: Path, cfg: DictConfig, fix: str) -
 
 
 def check_weights_fit(module, path: str | Path) -> None:
-    """Refuse a checkpoint whose ``state_dict`` does not fit ``module`` key for key and shape for
-    shape (what Lightning's strict load would stop on midway, with a traceback): called once the
-    run's module is built, before the Trainer or any logger writes a file. Catches what the config
-    comparison cannot, e.g. a learned position table of another size (``data.img_size``)."""
+    """Refuse, before any file is written, a ``state_dict`` whose keys or shapes do not fit ``module`` (Lightning's
+    strict load would fail midway), e.g. a learned position table of another ``data.img_size``."""
     state = load_checkpoint(path)["state_dict"]
     own = module.state_dict()
     problems = [f"{k} missing" for k in own if k not in state]
@@ -144,7 +136,7 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
         if last.exists():
             if mode == "auto":
                 check_same_run(cfg, last)
-            check_continuable(read_own(last), last, cfg, OWN_FIX)  # resume=true too: the weights must fit
+            check_continuable(read_own(last), last, cfg, OWN_FIX)  # also for resume=true
             log.info("resuming from %s", last)
             return str(last)
         if mode is True or mode == "true":
@@ -155,9 +147,8 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
 
 
 def check_resume_file(cfg: DictConfig, path: Path) -> None:
-    """``resume=PATH``: the file opens safely (``weights_only=True``) and was trained for the same
-    task, model and encoding, checked before the Trainer starts (a mismatch would otherwise stop
-    training midway with a tensor size error)."""
+    """``resume=PATH``: check, before the Trainer starts, that the file loads with ``weights_only=True``
+    and fits this task, model and encoding."""
     if path.is_dir():
         raise UserError(
             "resume", f"{path} is a folder, not a checkpoint file", f"pass resume={example_checkpoint(path)}"
@@ -172,10 +163,8 @@ def check_resume_file(cfg: DictConfig, path: Path) -> None:
 
 
 def finished_run(cfg: DictConfig, out: Path) -> dict[str, float] | None:
-    """The stored metrics when ``out`` holds this very run, finished and tested
-    (``metrics.json`` says complete with the same ``trainer.max_epochs``):
-    rerunning the command then reports them instead of training again. A run
-    that diverged is refused (it would diverge again)."""
+    """The stored metrics if ``out`` holds this run complete with the same ``trainer.max_epochs``
+    (reported instead of training again), else None. A diverged run is refused: it would diverge again."""
     status = read_status(out)
     if status is None or cfg.get("resume", "auto") not in (True, "true", "auto"):
         return None

@@ -1,28 +1,15 @@
 """Stopping a run or a sweep on SIGINT (Ctrl-C) or SIGTERM: within seconds, at any phase, resumable.
 
-:func:`install` (by the sweep's Hydra callback, vitpos/run/sweep.py, while ``train.py`` runs) makes
-the first SIGINT or SIGTERM a stop, not the failure of a job:
+:func:`install` (by :class:`vitpos.run.sweep.SweepReport` while ``train.py`` runs) makes the first
+signal raise :class:`Stopped` in the job's process: a ``SystemExit`` (code 128 + signal), not a
+``KeyboardInterrupt``, so it passes every ``except Exception`` of Hydra and the sweep, and Lightning
+re-raises it instead of exiting 1. ``last.ckpt`` stays at the last finished epoch, so rerunning the
+command resumes exactly. With joblib workers (``hydra/launcher=joblib``) the main process forwards the
+signal and waits up to :data:`GRACE` s. Later signals are ignored (``kill -9`` remains). The main process
+prints how to resume and skips the final garbage collection, which after ``torch.compile`` took 5-30 s.
 
-- **in the process that runs the job** it raises :class:`Stopped` at once, wherever the job is:
-  compiling (``torch.compile``), training, testing, evaluating other sizes. A ``SystemExit``
-  with code 128 + the signal (130, 143), not a ``KeyboardInterrupt``: it passes through every
-  ``except Exception`` (Hydra's and the sweep's "record the failed job, go on with the next"),
-  and Lightning hands it on unchanged (its ``KeyboardInterrupt`` path exits 1 and ignores every
-  later Ctrl-C). ``last.ckpt``, written atomically at every epoch end, stays the end of the last
-  finished epoch: rerunning the same command continues from there exactly, and a job that
-  finished is not trained again.
-- **in a sweep whose jobs run in worker processes** (``hydra/launcher=joblib``) the main process
-  passes the signal on to its workers (a ``kill`` of the main process alone stops them too), waits
-  until they have wound down (at most :data:`GRACE` s; joblib then kills what is left) and stops; a
-  worker leaves as soon as its job has unwound.
-- later signals are ignored: the stop is under way (``kill -9`` remains).
-- the main process ends with one line saying how to resume, and skips the interpreter's final
-  garbage collection: after ``torch.compile`` that collection alone kept a stopped process
-  alive for 5-30 s.
-
-Outside ``train.py``'s Hydra app (an in-process caller after the run, e.g. pytest) the handler
-passes a signal on to the handler it replaced. Any error raised after a stop (a compiler whose
-``g++`` the Ctrl-C killed) is part of the stop: :func:`stopping` tells the sweep.
+Outside ``train.py``'s Hydra app the handler defers to the one it replaced. An error raised after a
+stop (e.g. a killed ``g++``) is part of the stop: :func:`stopping` tells the sweep.
 """
 
 from __future__ import annotations
@@ -41,10 +28,10 @@ from vitpos.run.process import child_pids, ignores, process_alive
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 GRACE = 3.0  # seconds a sweep's main process waits for its workers to wind down
 
-_previous: dict[int, object] = {}  # the handlers install() replaced
+_previous: dict[int, object] = {}  # handlers replaced by install()
 _stop: int | None = None  # the signal that stopped this process
-_owner = False  # this process runs train.py's Hydra app (prints the resume line), not only jobs of it
-_jobs_elsewhere = False  # the sweep's launcher runs its jobs in other processes (joblib)
+_owner = False  # this process runs train.py's app (prints the resume line)
+_jobs_elsewhere = False  # jobs run in worker processes (joblib)
 _exit_hook = False
 
 
@@ -65,9 +52,8 @@ def stopping() -> int | None:
 
 
 def install(owner: bool = False, jobs_elsewhere: bool = False) -> None:
-    """Handle SIGINT and SIGTERM as a stop (see the module docstring). ``owner``: this process
-    runs the app (a single run, or a sweep's main process); ``jobs_elsewhere``: its sweep's jobs run
-    in worker processes. Called again, it keeps what it knew (a sweep's main process starting a job)."""
+    """Handle SIGINT and SIGTERM as a stop. ``owner``: this process runs the app; ``jobs_elsewhere``:
+    its jobs run in worker processes. Flags set by an earlier call are kept."""
     global _owner, _jobs_elsewhere, _exit_hook
     if threading.current_thread() is not threading.main_thread():
         return  # signal handlers belong to the main thread
@@ -83,7 +69,7 @@ def install(owner: bool = False, jobs_elsewhere: bool = False) -> None:
 
 
 def uninstall() -> None:
-    """Put back the handlers :func:`install` replaced (the app ended without a stop)."""
+    """Restore the handlers :func:`install` replaced."""
     global _owner, _jobs_elsewhere
     if threading.current_thread() is not threading.main_thread():
         return
@@ -98,10 +84,10 @@ def _on_signal(signum: int, frame) -> None:
     global _stop
     if _stop is not None:
         return  # the stop is under way
-    if not in_hydra(frame, ("run_and_report", "run_job")):  # train.py's app is over: not ours
+    if not in_hydra(frame, ("run_and_report", "run_job")):  # outside train.py's app
         return _pass_on(signum, frame)
     _stop = signum
-    if not _owner:  # a sweep's worker process: leave once the job has unwound
+    if not _owner:  # a worker: exit once the job has unwound
         threading.Thread(target=_leave_after_job, args=(128 + signum,), daemon=True).start()
     elif _jobs_elsewhere and not in_hydra(frame, ("run_job",)):
         wind_down(signum)
@@ -128,8 +114,8 @@ def _pass_on(signum: int, frame) -> None:
 
 
 def wind_down(signum: int, grace: float = GRACE) -> None:
-    """Pass ``signum`` on to this process's children (the sweep's workers) and wait until they
-    have ended, at most ``grace`` seconds. Children that ignore it (resource trackers) are left."""
+    """Forward ``signum`` to this process's children and wait up to ``grace`` s for them to end,
+    skipping children that ignore it (resource trackers)."""
     children = [pid for pid in child_pids() if not ignores(pid, signum)]
     for pid in children:
         try:
@@ -142,8 +128,7 @@ def wind_down(signum: int, grace: float = GRACE) -> None:
 
 
 def _leave_after_job(code: int) -> None:
-    """A worker process: end it once its stopped job has left Hydra's ``run_job`` (the run has
-    released its folder and said where it stopped), so that the main process need not wait longer."""
+    """Exit this worker once its stopped job has left Hydra's ``run_job`` (its folder released)."""
     main = threading.main_thread().ident
     while in_hydra(sys._current_frames().get(main), ("run_job",)):
         time.sleep(0.05)
@@ -153,10 +138,10 @@ def _leave_after_job(code: int) -> None:
 
 
 def _at_exit() -> None:
-    """The main process, stopped: one line on how to resume; no final garbage collection."""
+    """After a stop: print how to resume and skip the final garbage collection."""
     if _stop is None:
         return
-    gc.freeze()  # the objects alive now are never collected: the interpreter's last collection is empty
+    gc.freeze()  # makes the interpreter's last collection empty
     name = signal.Signals(_stop).name
     command = shlex.join(["python", *sys.argv])
     sys.stdout.write(f"stopped by {name}. To resume, run the same command again: {command}\n")

@@ -1,11 +1,9 @@
 """``metrics.json`` in a run folder: how the run ended, written atomically.
 
-``{"status": "complete" | "diverged", "metrics": {name: value}, ...}``. A
-``complete`` file is written as the very last step of a run, so its presence
-means the run trained to ``max_epochs`` and was tested: rerunning the same
-command prints these metrics instead of training again. ``diverged`` records
-the divergence guard's message (``reason``); ``vitpos.compare`` lists such runs
-as diverged (TensorBoard also gets the scalar ``run/diverged`` = 1).
+``{"status": "complete" | "diverged", "metrics": {name: value}, ...}``. ``complete`` is written as a
+run's very last step, so rerunning the same command prints these metrics instead of training again.
+``diverged`` records the divergence guard's message (``reason``); ``vitpos.compare`` lists such runs
+(TensorBoard also gets the scalar ``run/diverged`` = 1).
 """
 
 from __future__ import annotations
@@ -39,8 +37,8 @@ def read_status(folder: Path) -> dict | None:
 
 
 def best_checkpoint(folder: Path, status: dict | None) -> Path | None:
-    """The checkpoint ``test/acc`` scored, from a run's ``metrics.json``: stored relative to the run
-    folder (so a moved or copied run still names it; older runs stored the full path)."""
+    """The checkpoint ``test/acc`` scored, stored relative to the run folder so a moved run still finds it
+    (an absolute path, as older runs stored, stays as is)."""
     stored = (status or {}).get("best_checkpoint")
     return Path(folder) / stored if stored else None
 
@@ -57,9 +55,8 @@ PREDICTIONS = "test_predictions.npz"
 
 
 def save_predictions(out: Path, batches: list | None) -> None:
-    """``test_predictions.npz`` in the run folder: the predicted and the true class of every test
-    image (uint8, in test-set order; about 20 kB for 10,000 images) of the scored checkpoint, so
-    that a comparison can also bootstrap over test images, not only over seeds."""
+    """``test_predictions.npz``: the scored checkpoint's predicted and true class (uint8) of every test image,
+    in test-set order, so a comparison can bootstrap over test images, not only over seeds."""
     if not batches:
         return
     import numpy as np

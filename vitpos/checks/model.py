@@ -1,17 +1,9 @@
-"""The model: ``encoding.*`` (name, strategy, options), then the run's own network built with it and
-one example run through it, so each encoding's class and each model's constructor stay the one
-place their rules (options, value ranges, strategies and aliases, widths, head dims) are written.
+"""Checks of the model: ``encoding.*`` (name, strategy, options), then the run's network built with it and one
+example run through it, so encoding classes and model constructors stay the one owner of their rules.
 
-``model=timm``: ``model.name``, ``model.kwargs`` and ``model.checkpoint``. A timm model's patch
-size, width, heads and depth come from the model itself: :func:`with_timm_geometry` reads them
-(:func:`vitpos.integrations.timm_weights.geometry`) from the model built on the ``meta`` device
-(shapes, no memory) and fills them into the config's ``model`` section that the size, memory and
-encoding checks read. :func:`check_timm_checkpoint` reads the file and refuses a key whose shape
-does not fit, by the same rule the task loads it with
-(:func:`vitpos.integrations.timm_weights.plan_checkpoint`).
-
-torch is imported inside the functions: the plain checks that run before these refuse a bad
-option without loading it.
+``model=timm``: :func:`with_timm_geometry` fills in the model's geometry from timm (built on ``meta``: shapes,
+no memory); :func:`check_timm_checkpoint` refuses a key whose shape does not fit, by the rule the task loads it
+with (:func:`vitpos.integrations.timm_weights.plan_checkpoint`). torch is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -23,7 +15,7 @@ from vitpos.integrations import is_timm
 from vitpos.sizes import as_hw
 
 
-def encoding_names(image: bool = True) -> str:
+def encoding_names() -> str:
     """The registered encodings, image ones then sequence ones: the hint of an unknown name."""
     from vitpos.encodings import list_encodings
 
@@ -43,31 +35,19 @@ def check_encoding(c: dict, image: bool) -> None:
     try:
         cls = get_encoding_class(str(name))
     except KeyError:
-        raise UserError("encoding.name", f"unknown encoding {name!r}", encoding_names(image)) from None
+        raise UserError("encoding.name", f"unknown encoding {name!r}", encoding_names()) from None
     dims = 2 if image else 1
     if dims not in cls.grid_dims:
         raise UserError(
             "encoding",
             f"'{name}' is for {'sequences' if image else 'images'}, this is an {'image' if image else 'sequence'} task",
-            encoding_names(image),
+            encoding_names(),
         )
-    params = cls.option_names()
-    unknown = sorted(set(enc) - set(params))
-    if unknown:
-        raise UserError(
-            f"encoding.{unknown[0]}", f"'{name}' takes no option '{unknown[0]}'", f"valid options: {', '.join(params)}"
-        )
-    strategy = enc.get("strategy")
-    if strategy is not None and name != "combo":
-        if strategy not in cls.valid_strategies():  # the class declares its strategies and aliases
-            raise UserError(
-                "encoding.strategy", f"'{name}' has no strategy {strategy!r}", f"valid: {', '.join(cls.strategies)}"
-            )
     try:
         check_network(c, image, name, enc)
-    except OptionError as err:  # a bad value of one option, named by the class that owns the rule
+    except OptionError as err:  # an unknown option, a bad value or strategy: named by the class that owns the rule
         fix = err.fix or f"configs/encoding/{name}.yaml has the defaults"
-        raise UserError(err.option, str(err).rstrip("."), fix) from None
+        raise UserError(err.option, err.args[0].rstrip("."), fix) from None
     except (ValueError, TypeError, KeyError, RuntimeError) as err:
         m = c["model"]
         message = str(err.args[0] if isinstance(err, KeyError) else err)
@@ -75,15 +55,12 @@ def check_encoding(c: dict, image: bool) -> None:
 
 
 def check_network(c: dict, image: bool, name: str, options: dict) -> None:
-    """Build the run's own network as training builds it (:func:`vitpos.models.network`) and
-    run one example of the training size through it: the model's and the encoding's constructors
-    and hooks refuse what they cannot take (head widths, grids, tables built on first use). A timm
-    model (built on the ``meta`` device by :func:`with_timm_geometry`) has its encoding built
-    on the timm model's geometry and its hooks run once."""
+    """Build the run's network as training does (:func:`vitpos.models.network`) and run one training-size
+    example through it, so constructors and hooks refuse what they cannot take. For a timm model, only the
+    encoding is built, on the timm model's geometry, and its hooks run once (:func:`exercise`)."""
     import torch
 
     from vitpos.encodings import EncodingContext, create_encoding
-    from vitpos.integrations import is_timm
     from vitpos.models.attention import check_heads
 
     m = c["model"]
@@ -109,8 +86,8 @@ def check_network(c: dict, image: bool, name: str, options: dict) -> None:
 
 
 def check_plugin(name, module) -> None:
-    """``encoding=plugin``: both ``encoding.module`` and ``encoding.name`` given, and the module
-    imports (a missing file, or the plug-in's own error, in one line)."""
+    """``encoding=plugin``: both ``encoding.module`` and ``encoding.name`` are given and the module imports
+    (a missing file or the plug-in's own error becomes one line)."""
     from vitpos.encodings.plugins import load_module
 
     if not module or not name:
@@ -130,8 +107,7 @@ def check_plugin(name, module) -> None:
 
 
 def exercise(pe, ctx) -> None:
-    """Run every hook once on the training grid: encodings that build their
-    tables lazily check their widths there, not in the constructor."""
+    """Run every hook once on the training grid: lazily built tables check their widths there."""
     import torch
 
     n = math.prod(ctx.grid)
@@ -144,9 +120,8 @@ def exercise(pe, ctx) -> None:
 
 
 def with_timm_geometry(c: dict, image: bool) -> dict:
-    """``c["model"]``, with a timm model's ``patch_size``, ``dim``, ``num_heads``, ``depth`` and
-    ``num_prefix_tokens`` filled in; a :class:`UserError` naming ``model.name`` (or
-    ``model.kwargs``) for a model that is not a timm ViT vitpos can convert."""
+    """``c["model"]`` with a timm model's ``patch_size``, ``dim``, ``num_heads``, ``depth`` and
+    ``num_prefix_tokens`` filled in; a :class:`UserError` for a model vitpos cannot convert."""
     m = c["model"]
     if not is_timm(m):
         return m

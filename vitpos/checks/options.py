@@ -1,23 +1,12 @@
-"""The plain options of a composed config, checked before anything is written and without torch:
-``task.name`` and the options each task needs (checked first: every other check depends on the
-task), the typed options, the names a run turns into folders, the thread count and the
-``trainer.*`` keys (Lightning's ``Trainer`` arguments, imported only for that check).
+"""Checks of the plain options, before anything is written and without torch: ``task.name`` and the options
+each task needs (first: every other check depends on the task), the typed options, run folder names, the
+thread count and the ``trainer.*`` keys (the one check that imports Lightning).
 
-The typed options: one table of every plain number and true/false option (its type, bounds and
-help), one check. The table is the rule's one owner: the config check (:func:`check_options`),
-``python train.py --help`` (:func:`help_lines`) and the config fuzzer's range of each option
-(tests/test_config_fuzz.py) all read it; the defaults are the config files' (configs/). The
-options of a sweep's launcher (``hydra.launcher.*``) are Hydra's, not the run's: they have a table
-of their own, :data:`LAUNCHER`, with the same rules and the same check (:func:`check_launcher`).
-
-Python counts ``True`` and ``False`` as the integers 1 and 0, and YAML turns ``true`` into
-``True``: an integer option written as ``data.train_len=true`` would train on sequences of one
-token. :func:`vitpos.sizes.is_integer` is the one test of "an integer, not a boolean". The
-options whose rule involves another option (``data.img_size`` against ``model.patch_size``, the
-sizes against the data set) are checked in :mod:`vitpos.checks.data`.
-
-``task.name``: :func:`vitpos.tasks.build.build` maps the name to its modules and refuses an
-unknown one too, but only after the run folder exists; :func:`check_task` refuses it before.
+:data:`OPTIONS` is the one owner of every plain number and true/false option: :func:`check_options`,
+``python train.py --help`` (:func:`help_lines`) and the config fuzzer (tests/test_config_fuzz.py) read it;
+defaults live in configs/. :data:`LAUNCHER` does the same for a sweep's ``hydra.launcher.*``. An integer
+option refuses ``true`` (YAML's ``data.train_len=true`` is Python's 1): :func:`vitpos.sizes.is_integer`.
+Options whose rule involves another option are checked in :mod:`vitpos.checks.data`.
 """
 
 from __future__ import annotations
@@ -41,24 +30,17 @@ def is_number(value) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class Spec:
-    """What every option of the schema says besides its rule: the task that uses it (``IMAGE`` or
-    ``SEQUENCE``; None: every task), its fix (default: ``e.g. <option>=<example>``), whether it is a
-    list of such values (``items``, each checked and named ``option[i]``; ``length``: exactly this
-    many), an option that makes it unused when set (``unless``: ``trainer.fast_dev_run``), one line
-    of help, and its part in the run's identity (:mod:`vitpos.run.identity`): ``defines`` False for
-    an option that changes how a run is shown or how fast it goes, not what it learns (left out of
-    the folder's hash); ``as_before`` for an option the hash did not always cover
-    (:mod:`vitpos.run.hashed_keys`), the values that keep the earlier behaviour (left out of the
-    hash at those values, so a folder made before the option existed is found again)."""
+    """What every option says besides its rule; ``defines`` and ``as_before`` set its part in the run's
+    identity (:mod:`vitpos.run.identity`, :mod:`vitpos.run.hashed_keys`)."""
 
-    task: str | None = None
-    fix: str | None = None
-    items: bool = False
-    length: int | None = None
-    unless: str | None = None
-    help: str = ""
-    defines: bool = True
-    as_before: tuple = ()
+    task: str | None = None  # IMAGE or SEQUENCE; None: every task
+    fix: str | None = None  # default: e.g. <option>=<example>
+    items: bool = False  # a list of such values, each checked and named option[i]
+    length: int | None = None  # items: exactly this many
+    unless: str | None = None  # an option that, when set, makes this one unused (trainer.fast_dev_run)
+    help: str = ""  # one line of --help
+    defines: bool = True  # False: changes how a run is shown or how fast it goes, not what it learns (not hashed)
+    as_before: tuple = ()  # at these values the option is left out of the hash, so older folders still match
 
 
 @dataclass(frozen=True)
@@ -115,8 +97,8 @@ class Number(Spec):
 
 @dataclass(frozen=True)
 class Flag(Spec):
-    """``true`` or ``false``, nothing else: YAML and Hydra read ``yes``, ``on`` or ``"false"`` as
-    text, which Python counts as true, and ``0``/``1`` as integers."""
+    """``true`` or ``false`` only: YAML and Hydra read ``yes``, ``on`` or ``"false"`` as text, which Python
+    counts as true, and ``0``/``1`` as integers."""
 
     example: str = "true"
 
@@ -129,9 +111,8 @@ class Flag(Spec):
 
 @dataclass(frozen=True)
 class Given(Spec):
-    """An option whose rule reads more than its own value, so another check owns it (``rule``
-    says what it takes and where it is checked: a size against the patch, a path, a choice of
-    Lightning's): listed here for its help and its part in the run's identity."""
+    """An option whose rule reads more than its own value, so another check owns it; listed here for
+    its help and its part in the run's identity."""
 
     rule_text: str
     example: str = ""
@@ -143,8 +124,7 @@ class Given(Spec):
         return None
 
 
-#: every plain number and true/false option, in the order they are checked, with its one line of help
-#: (``python train.py --help`` lists them: :func:`help_lines`); defaults live in configs/
+#: every plain number and true/false option, in check order, with its ``--help`` line (:func:`help_lines`)
 OPTIONS: dict[str, Spec] = {
     "optim.lr": Number("1e-3", above=True, null=False, help="peak learning rate of AdamW"),
     "optim.weight_decay": Number(0, help="AdamW's decoupled weight decay"),
@@ -181,8 +161,6 @@ OPTIONS: dict[str, Spec] = {
     "model.patch_size": Int(4, task=IMAGE, help="patch side in pixels"),
     "data.val_size": Int(5000, minimum=0, task=IMAGE, help="training images held out for validation"),
     "data.crop_padding": Int(4, minimum=0, task=IMAGE, help="random-crop padding, in native pixels"),
-    # the options below were taken unchecked until the config fuzzer (tests/test_config_fuzz.py) gave them
-    # text: the run then failed in training with a traceback
     "seed": Int(0, minimum=0, maximum=2**32 - 1, help="the run's seed"),  # the range seed_everything takes
     "model.mlp_ratio": Number(2.0, above=True, null=False, help="MLP width / model.dim"),
     "model.drop_path": Number(0.1, below=1, null=False, help="stochastic depth rate of the last block"),
@@ -216,7 +194,7 @@ OPTIONS: dict[str, Spec] = {
     "data.hflip": Flag(task=IMAGE, help="random horizontal flips in training"),
     "data.download": Flag(task=IMAGE, defines=False, help="download CIFAR-10 when it is not in data.root"),
     "data.anchor": Flag(task=SEQUENCE, help="position probe: a distinct first token"),
-    # the options checked elsewhere (checks/data.py, checks/model.py, Lightning), here for their help and identity
+    # checked elsewhere (checks/data.py, checks/model.py, Lightning); here for their help and identity
     "data.root": Given("a folder", task=IMAGE, defines=False, help="where the data set lies"),
     "data.train_sizes": Given(
         "null or a list of sizes", task=IMAGE, as_before=(None,), help="one size per training batch"
@@ -246,9 +224,8 @@ OPTIONS: dict[str, Spec] = {
 }
 
 
-#: the options of a sweep's launcher (``hydra.launcher.<key>``: joblib's, submitit's), checked by the sweep
-#: (hydra_plugins/vitpos_sweeper) before any job is launched, each where the chosen launcher has it: a
-#: ``timeout_min=0`` ran every job into the time limit, a ``cpus_per_task=-1`` was passed on as it was
+#: a sweep's ``hydra.launcher.<key>`` options (joblib's, submitit's), checked by hydra_plugins/vitpos_sweeper
+#: before any job starts, where the chosen launcher has them (``timeout_min=0`` would kill every job)
 LAUNCHER: dict[str, Int] = {
     "timeout_min": Int(60, help="submitit: minutes a job may run before it is killed"),
     "cpus_per_task": Int(4, null=True, help="submitit: CPU cores of each job's task"),
@@ -279,8 +256,7 @@ def describe(spec: Spec) -> str:
 
 
 def help_lines() -> list[str]:
-    """The options of :data:`OPTIONS`, by the task that uses them, then :data:`LAUNCHER`'s: name,
-    rule, help (``--help``), and "the same run folder" for an option that does not define the run."""
+    """The ``--help`` lines of :data:`OPTIONS` by task, then of :data:`LAUNCHER`: name, rule, help."""
     lines = []
     for task, title in ((None, "every task"), (IMAGE, "images"), (SEQUENCE, "sequences")):
         lines.append(f"  {title}:")
@@ -294,7 +270,7 @@ def help_lines() -> list[str]:
     return lines
 
 
-ABSENT = object()  # an option the config does not have: not checked (the data set or task has no such option)
+ABSENT = object()  # an option the config does not have (this data set or task has none): not checked
 
 
 def lookup(c: dict, option: str):
@@ -349,16 +325,15 @@ TASKS = ("classification", "sequence")
 
 
 def check_task(task) -> bool:
-    """True for an image task, False for a sequence task; a :class:`UserError` naming
-    ``task.name`` for anything else (``task`` is the config's ``task`` section)."""
+    """True for an image task, False for a sequence one; else a :class:`UserError` naming ``task.name``,
+    before the run folder exists (:func:`vitpos.tasks.build.build` refuses it only after)."""
     name = task.get("name") if isinstance(task, dict) else None
     if name not in TASKS:
         raise UserError("task.name", f"unknown task {name!r}", f"valid: {', '.join(TASKS)} (task=...)")
     return name != "sequence"
 
 
-#: the options the checks and the run read without a default, by task (None: every task); a
-#: ``~key`` override deletes one, and a model or data config of the other task lacks some
+#: options read without a default, by task (None: every task); ``~key`` or the other task's config can drop one
 NEEDS = {
     None: ("data", "model", "encoding", "optim", "trainer", "run", "optim.lr", "trainer.max_epochs"),
     "model": ("model.dim", "model.depth", "model.num_heads"),  # not for model=timm: timm's model has them
@@ -376,19 +351,14 @@ SOURCES = {
 
 
 def check_needed(c: dict, image: bool) -> None:
-    """Every option of :data:`NEEDS` this task reads is in the config ``c`` (a plain dict; a null
-    value is the typed checks' business, which say what it must be); ``model=timm`` needs no
-    model geometry: it comes from timm (``checks/model.py``)."""
+    """Every option of :data:`NEEDS` this task reads is present (null values are the typed checks'
+    business); ``model=timm`` needs no geometry: it comes from timm (``checks/model.py``)."""
     timm = isinstance(c.get("model"), dict) and is_timm(c["model"])
     groups = [None, "image" if image else "sequence"] + ([] if timm else ["model"] + ["image model"] * image)
     for option in (o for g in groups for o in NEEDS[g]):
-        node = c
-        for key in option.split("."):
-            if not isinstance(node, dict) or key not in node:
-                section = option.split(".")[0]
-                fix = SOURCES.get((section, image), f"configs/ sets it; '~{option}' deletes it")
-                raise UserError(option, f"missing, and the {'image' if image else 'sequence'} task needs it", fix)
-            node = node[key]
+        if lookup(c, option) is ABSENT:
+            fix = SOURCES.get((option.split(".")[0], image), f"configs/ sets it; '~{option}' deletes it")
+            raise UserError(option, f"missing, and the {'image' if image else 'sequence'} task needs it", fix)
 
 
 #: the config keys that become folder names under run.root (runs/<group>/<model>/<label>-<hash>/seed<k>)

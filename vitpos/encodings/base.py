@@ -49,6 +49,13 @@ class OptionError(ValueError):
         self.option, self.fix = option, fix
 
 
+class UnknownOption(OptionError, TypeError):
+    """An option the encoding's ``__init__`` does not take (a ``TypeError``, as Python's own)."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()} ({self.fix})"
+
+
 def check_choice(encoding: str, option: str, value, valid: Sequence[str]):
     """``value`` if it is one of ``valid``, else an :class:`OptionError` listing them."""
     if value not in valid:
@@ -287,7 +294,7 @@ def create_encoding(
     ``depth`` matters to encodings with per-block parameters (blocks 0 ..
     depth-1); ``num_prefix_tokens`` counts class tokens in front of the grid.
     Unknown names raise a ``KeyError`` that lists the valid ones; unknown
-    options raise a ``TypeError`` naming the options the encoding takes.
+    options an :class:`UnknownOption` (a ``TypeError``) naming the options the encoding takes.
     """
     cls = get_encoding_class(name)
     options.pop("module", None)  # the plug-in file that registered ``name``: loaded by the command, never here
@@ -303,11 +310,10 @@ def create_encoding(
         ctx = EncodingContext(dim, num_heads, depth, grid, num_prefix_tokens)
     elif any(v is not None for v in direct.values()) or (depth, num_prefix_tokens) != (1, 0):
         raise TypeError(f"create_encoding('{name}'): pass either an EncodingContext or dim=/num_heads=/grid=, not both")
-    try:
-        return cls(ctx, **options)
-    except TypeError as err:
-        params = cls.option_names()
-        unknown = sorted(set(options) - set(params)) or sorted(options)
-        raise TypeError(
-            f"unknown options {unknown} for encoding '{name}': {err}; valid options: {', '.join(params)}"
-        ) from err
+    params = cls.option_names()
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        raise UnknownOption(
+            f"encoding.{unknown[0]}", f"'{name}' takes no option '{unknown[0]}'", f"valid options: {', '.join(params)}"
+        )
+    return cls(ctx, **options)

@@ -122,7 +122,7 @@ class Opts:
     fast: bool = option(False, "a flag")
     out: str = option("out", "a folder", metavar="DIR")
     pool: str = option("gap", "pooling", choices=["gap", "cls"])
-    data: dict[str, typing.Any] = option({}, "data overrides", prefix=True)
+    data: dict[str, typing.Any] = option({}, "data overrides")
 
 
 def parse(*words):
@@ -137,6 +137,13 @@ def test_parser_values_lists_and_repeats():
     assert parse("ckpt=a", "n=1", "n=2").n == 2  # as in Hydra: the last value wins (ckpt= adds up: repeatable)
     assert parse("ckpt=runs/*/seed0/last.ckpt", "sizes=32").ckpt == ["runs/*/seed0/last.ckpt"]  # taken as typed
     assert parse("ckpt=x", "sizes=32").sizes == [32]  # one value for a list
+
+
+@pytest.mark.parametrize("text", ["${x}", "\\${", "a\\\\${b}", "${", "\\$", "$${x}"])
+def test_parser_takes_text_with_dollar_braces_as_typed(text):
+    """OmegaConf reads ``${...}`` as an interpolation and ``\\${`` as an escaped one: a tool takes text as typed."""
+    opts = parse(f"ckpt={text}", f"out={text}", f"data.root={text}")
+    assert opts.ckpt == [text] and opts.out == text and opts.data == {"root": text}
 
 
 @pytest.mark.parametrize(

@@ -1,17 +1,9 @@
-"""Hydra's multi-line composition errors as one :class:`UserError` line.
+"""Hydra's multi-line composition errors as one :class:`UserError` line (``<option>: <what> (<fix>)``).
 
-When Hydra's main cannot compose a command's config, ``train.py`` hands the error to
-:func:`override_error`, which words it the way every other
-bad input is worded (``<option>: <what> (<fix>)``). The keys it suggests for a
-misspelt option come from the failed composition itself: OmegaConf's error
-carries the config node in which the key was looked up, so no second
-composition is needed.
-
-Hydra's own options (``hydra.*``, ``hydra/<group>=``) are worded the same way: an unknown
-launcher option lists the launcher's options, a value of the wrong type for a typed launcher
-option says the rule of :data:`vitpos.checks.options.LAUNCHER` (through
-:func:`vitpos.checks.options.check_launcher`), an unknown launcher or sweeper lists Hydra's own options
-of the group (its plugins' configs too, not only those under ``configs/``).
+``train.py`` hands a failed composition to :func:`override_error`. Keys suggested for a misspelt option
+come from the failed composition itself (OmegaConf's error carries the node the key was looked up in),
+so no second composition is needed. Hydra's own options (``hydra.*``, ``hydra/<group>=``) are worded the
+same way; a typed launcher option's rule comes from :func:`vitpos.checks.options.check_launcher`.
 """
 
 from __future__ import annotations
@@ -35,10 +27,9 @@ BAD_KEY = (re.compile(r"Could not (?:override|append to) '([^']+)'"), re.compile
 
 
 def override_error(err: Exception, configs: Path, words: list[str] = ()) -> UserError:
-    """Hydra's composition error ``err`` as one :class:`UserError`: an unknown group option
-    lists the group's configs (``configs/<group>/*.yaml``; encodings: the registry, image and
-    sequence), an unknown key suggests the closest key of its section (:func:`known_keys`), a
-    group set to null (Hydra's plain ``ValueError``) names the group among the command's ``words``."""
+    """Hydra's composition error ``err`` as one :class:`UserError`: an unknown group option lists the
+    group's configs, an unknown key suggests the closest of its section (:func:`known_keys`), and a
+    group set to null (a plain ``ValueError``) is found among the command's ``words``."""
     text = str(err)
     if NULL_GROUP in text:
         return _null_group(words, configs) or UserError("command line", NULL_GROUP, "python train.py --help")
@@ -77,8 +68,7 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
 
 
 def _unparsable(override: str) -> UserError:
-    """An override Hydra's grammar cannot read (``run.group=~foo``: Hydra reads ``~`` as "delete",
-    ``[`` as a list, ``,`` as a sweep...): say so, and how to quote it past both the shell and Hydra."""
+    """An override Hydra's grammar cannot read (``run.group=~foo``), and how to quote it past shell and Hydra."""
     key, _, value = override.partition("=")
     key = key.lstrip("+~")
     if value.count("[") != value.count("]") or value.count("{") != value.count("}"):
@@ -90,32 +80,34 @@ def _unparsable(override: str) -> UserError:
     )
 
 
+def config_names(configs: Path, group: str) -> list[str]:
+    """The options of the config group ``group``: its files under ``configs/``."""
+    return sorted(p.stem for p in (configs / group).glob("*.yaml"))
+
+
 def _null_group(words: list[str], configs: Path) -> UserError | None:
-    """``optim=null``: Hydra refuses null for a config group on the command line, even for one
-    whose default is null (``ablation``). The group is the first ``<group>=null`` word."""
+    """The first ``<group>=null`` word: Hydra refuses null for a group even when it is the default (``ablation``)."""
     for word in words:
         group, _, value = word.lstrip("+~").partition("=")
         if value == "null" and (configs / group).is_dir():
-            options = sorted(p.stem for p in (configs / group).glob("*.yaml"))
+            options = config_names(configs, group)
             fix = f"leave {group}= out for its default, or pick one of: {', '.join(options)}"
             return UserError(group, "a config group cannot be set to null on the command line", fix)
     return None
 
 
 def _missing_config(group: str, name: str, configs: Path, listed: list[str] | None = None) -> UserError:
-    """``<group>=<name>`` names no config file: the valid names of the group, as Hydra ``listed``
-    them (a group of Hydra's, ``hydra/launcher``, also has its plugins' configs), else read from its
-    folder (for ``encoding`` the config names are the registry names), so the refusal needs no
-    torch. Which of them suit images or sequences the config check says once a name exists."""
-    options = listed or sorted(p.stem for p in (configs / group).glob("*.yaml"))
+    """``<group>=<name>`` names no config: list the names Hydra ``listed`` (for ``hydra/launcher``, its
+    plugins' too), else the group's folder, which needs no torch (``encoding``'s are the registry names;
+    whether one suits images or sequences is the config check's job)."""
+    options = listed or config_names(configs, group)
     what = "encoding" if group == "encoding" else "config"
     return UserError(group, f"no {what} {name!r}", f"valid: {', '.join(options)}")
 
 
 def _wrong_type(key: str, cause: BaseException, words: list[str]) -> UserError:
-    """A value Hydra's typed config refuses (``hydra.launcher.timeout_min=abc``: the launcher's
-    options are typed): the rule of :data:`vitpos.checks.options.LAUNCHER` where it has one, else
-    OmegaConf's own words."""
+    """A value Hydra's typed config refuses (``hydra.launcher.timeout_min=abc``): the rule of
+    :data:`vitpos.checks.options.LAUNCHER` where it has one, else OmegaConf's words."""
     value = next((w.partition("=")[2] for w in words if w.partition("=")[0].lstrip("+~") == key), None)
     section, _, leaf = key.rpartition(".")
     if section == "hydra.launcher" and value is not None:
@@ -128,18 +120,16 @@ def _wrong_type(key: str, cause: BaseException, words: list[str]) -> UserError:
 
 
 def _cause(err: BaseException | None, found) -> BaseException | None:
-    """The first exception for which ``found`` is true in the chain of causes of ``err`` (itself included)."""
+    """The first exception in ``err``'s cause chain (``err`` included) for which ``found`` is true."""
     while err is not None and not found(err):
         err = err.__cause__
     return err
 
 
 def known_keys(err: BaseException, key: str) -> list[str]:
-    """The keys of the section holding ``key`` (``data`` for ``data.batch_sizee``), read from the
-    OmegaConf error that Hydra's composition error ``err`` wraps: that error holds the node in
-    which the last part of ``key`` was not found. Empty when the section itself does not exist or
-    is not a mapping, for a key at the top level (the message then points at configs/train.yaml,
-    as it always has), or when the error does not say (a hint only)."""
+    """The keys of the section holding ``key`` (``data`` for ``data.batch_sizee``), from the node in the
+    OmegaConf error that ``err`` wraps. Empty for a top-level key, a missing or non-mapping section, or
+    when the error does not say."""
     cause = _cause(err.__cause__, lambda e: hasattr(e, "parent_node"))
     node = getattr(cause, "parent_node", None)
     if "." not in key or not isinstance(node, DictConfig) or getattr(cause, "full_key", None) != key:

@@ -1,12 +1,8 @@
-"""The ``key=value`` options of every ``python -m vitpos.*`` tool and ``bench``.
+"""The ``key=value`` options of every ``python -m vitpos.*`` tool and ``bench`` (``train.py``'s go through Hydra).
 
-A tool declares its options as a dataclass whose fields are the options (name,
-type, default, one line of help each, :func:`option`); :func:`parse_options`
-parses the command line onto it with OmegaConf (the structured config does the
-type checks) and prints the tool's ``--help`` from it (:func:`help_text`);
-:func:`expand_paths` expands glob patterns in path options (bash does not glob
-inside ``key=value`` words). ``train.py`` takes the same ``key=value`` words,
-parsed by Hydra.
+A tool declares its options as a dataclass of :func:`option` fields; :func:`parse_options` parses
+argv onto it with OmegaConf, whose structured config does the type checks, and :func:`help_text`
+builds ``--help`` from it.
 """
 
 from __future__ import annotations
@@ -28,18 +24,16 @@ from vitpos.errors import UserError
 
 HELP_WORDS = ("-h", "--help")
 GLOB = re.compile(r"[*?[]")
+INTERPOLATION = re.compile(r"(\\*)\$\{")  # ${ and the backslashes before it
 
 
 def option(default: Any = MISSING, help: str = "", *, metavar: str | None = None, **meta) -> Any:  # noqa: A002
-    """A dataclass field that is a command-line option: its default and one line of ``help``.
+    """A dataclass field that is a command-line option, with one line of ``help``.
 
-    ``metavar``: what the usage shows after ``key=`` (default: from the type).
-    ``meta``: ``required=True`` (implied by no default), ``repeat=True``
-    (``key=a key=b`` collects ``[a, b]``), ``prefix=True`` (a dict field taking any
-    ``key.<name>=value``), ``words=True`` (a list field also filled by bare leading
-    words, like a subcommand), ``choices=[...]`` (the allowed values or list items),
-    ``default_text`` (the default as --help shows it), ``example`` (a value shown in
-    type errors)."""
+    ``metavar``: shown after ``key=`` (default: from the type). ``meta``: ``required=True`` (implied by
+    no default), ``repeat=True`` (``key=a key=b`` gives ``[a, b]``), ``words=True`` (a list also filled
+    by bare words, like a subcommand), ``choices=[...]``, ``default_text`` (for --help), ``example``
+    (shown in type errors)."""
     meta = {"help": help, "metavar": metavar, **meta}
     if default is MISSING:
         meta["required"] = True
@@ -49,7 +43,7 @@ def option(default: Any = MISSING, help: str = "", *, metavar: str | None = None
 
 
 class _Option:
-    """What the parser needs to know about one field: its kind and metadata."""
+    """One field's kind and metadata, as the parser needs them."""
 
     def __init__(self, f: dataclasses.Field, hint):
         self.name, self.meta = f.name, dict(f.metadata)
@@ -77,7 +71,7 @@ class _Option:
         return f"[{item},...]" if self.is_list else item
 
     def example(self) -> str:
-        """A value to show in an error: the declared example, else the default, else one made from the type."""
+        """A value for an error: the declared example, else the default, else one from the type."""
         if "example" in self.meta:
             return str(self.meta["example"])
         if self.item is bool and not self.is_list:
@@ -97,7 +91,7 @@ class _Option:
 
 
 def _show(value) -> str:
-    """A value as it is typed on the command line: [16,24], true, none."""
+    """A value as typed on the command line: [16,24], true, none."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (list, tuple)):
@@ -111,7 +105,7 @@ def _options(schema: type) -> dict[str, _Option]:
 
 
 def help_text(schema: type, prog: str, usage: str | None = None) -> str:
-    """``usage: <prog> ...``, the schema's docstring, then one line per option with its default."""
+    """``usage: <prog> ...``, the schema's docstring, then one line per option."""
     opts = _options(schema)
     if usage is None:
         words = [o for o in opts.values() if o.meta.get("words")]
@@ -134,8 +128,7 @@ def help_text(schema: type, prog: str, usage: str | None = None) -> str:
 
 
 def _yaml(text: str):
-    """A value parsed as OmegaConf parses ``key=value`` (YAML: 3, 0.5, true, [16,24], null); text it cannot parse
-    stays text."""
+    """``text`` parsed as OmegaConf parses ``key=value`` (3, 0.5, true, [16,24], null); unparsable text stays text."""
     try:
         return OmegaConf.to_container(OmegaConf.from_dotlist([f"value={text}"]))["value"]
     except Exception:  # noqa: BLE001 (a YAML syntax error: then it is plain text)
@@ -143,10 +136,10 @@ def _yaml(text: str):
 
 
 def _literal(value):
-    """``value`` with every ``${`` escaped: the structured config would read ``${...}`` as an
-    OmegaConf interpolation (and fail on one that names nothing); a tool's values are taken as typed."""
+    """``value`` with ``${`` escaped: the structured config would read ``${...}`` as an interpolation (and may
+    fail). Backslashes before it are doubled, as OmegaConf reads ``\\${`` as a backslash and an interpolation."""
     if isinstance(value, str):
-        return value.replace("${", "\\${")
+        return INTERPOLATION.sub(lambda m: m.group(1) * 2 + "\\${", value)
     if isinstance(value, list):
         return [_literal(v) for v in value]
     if isinstance(value, dict):
@@ -166,13 +159,13 @@ def _value(o: _Option, text: str):
 
 
 def _named(text: str) -> str:
-    """A word or key as an error names it: as typed, or quoted (``''``, ``'a b'``) when it is empty or
-    holds a space or a control character, so that the error names something and stays one line."""
+    """``text`` as an error names it: quoted (``''``, ``'a b'``) if empty or holding whitespace or control
+    characters, so the error stays one line."""
     return text if text and text.isprintable() and not any(c.isspace() for c in text) else repr(text)
 
 
 def _bare_word(word: str, opts: dict[str, _Option]) -> UserError:
-    """A word without ``=``: say how it is written as ``key=value``."""
+    """The error for a word without ``=``, saying how to write it as ``key=value``."""
     valid = ", ".join(o.label for o in opts.values())
     if not word.strip():  # '' or ' ': a stray quote or an empty variable in the shell
         return UserError(_named(word), "an empty word, not key=value", f"leave it out; valid keys: {valid}")
@@ -183,33 +176,31 @@ def _bare_word(word: str, opts: dict[str, _Option]) -> UserError:
     words = next((o for o in opts.values() if o.meta.get("words")), None)
     if words is not None:  # a misspelt subcommand
         choices = words.meta.get("choices") or []
-        close = difflib.get_close_matches(word, choices, n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        return UserError(_named(word), f"unknown {words.name.rstrip('s')}", f"{hint}valid: {', '.join(choices)}")
+        return UserError(_named(word), f"unknown {words.name.rstrip('s')}", _closest(word, choices))
     first = next(iter(opts.values()))  # the main option comes first: runs=, ckpt=
     fix = f"did you mean {first.name}={_named(word)}? valid keys: {valid}; --help for the usage"
     return UserError(_named(word), "expected key=value", fix)
+
+
+def _closest(word: str, valid: list[str]) -> str:
+    """The fix for an unknown ``word``: ``did you mean <closest>? valid: <all>``."""
+    close = difflib.get_close_matches(word, valid, n=1)
+    return f"{f'did you mean {close[0]}? ' if close else ''}valid: {', '.join(valid)}"
 
 
 def _check_choices(o: _Option, key: str, value) -> None:
     choices = o.meta.get("choices")
     for item in (value if isinstance(value, list) else [value]) if choices else []:
         if item not in choices:
-            close = difflib.get_close_matches(str(item), list(map(str, choices)), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise UserError(key, f"unknown {_named(_show(item))}", f"{hint}valid: {', '.join(map(str, choices))}")
+            raise UserError(key, f"unknown {_named(_show(item))}", _closest(str(item), list(map(str, choices))))
 
 
 def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | None = None):
     """``key=value`` words -> an instance of the dataclass ``schema`` (see :func:`option`).
 
-    Values are parsed as OmegaConf parses them (``3``, ``0.5``, ``true``, ``[16,24]``,
-    ``null``), except text options (paths, names), which are taken as typed; the
-    structured config built from ``schema`` checks each value's type. ``-h``/``--help``
-    prints :func:`help_text` and exits 0. A key given twice keeps the last value, as in
-    Hydra, unless it is repeatable (then the values add up). An unknown key, a value of
-    the wrong type or a missing required option raises :class:`UserError` naming the
-    option, with the valid keys or an example."""
+    Values parse as in OmegaConf, except text options (paths, names), taken as typed. ``--help``
+    prints :func:`help_text` and exits 0. A repeated key keeps its last value, as in Hydra, unless it
+    is ``repeat``. An unknown key, a wrong type or a missing required option raises :class:`UserError`."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(word in HELP_WORDS for word in argv):
         print(help_text(schema, prog, usage))
@@ -230,10 +221,7 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
         if o is not None and o.is_dict and not rest:
             raise UserError(name, f"expected {o.label}=value", f"e.g. {o.meta.get('example') or o.label + '=...'}")
         if o is None or bool(rest) != o.is_dict:
-            close = difflib.get_close_matches(key, [p.label for p in opts.values()], n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            valid = ", ".join(p.label for p in opts.values())
-            raise UserError(name, "unknown option", f"{hint}valid: {valid}")
+            raise UserError(name, "unknown option", _closest(key, [p.label for p in opts.values()]))
         value = _value(o, text)
         _check_choices(o, key, value)
         try:
@@ -253,9 +241,8 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
 
 
 def expand_paths(option_name: str, values: list[str]) -> list[Path]:
-    """Paths as given, with glob patterns (``*``, ``?``, ``[...]``, ``**``) expanded here: bash does not
-    glob inside a ``key=value`` word. A pattern's matches come sorted; a pattern that matches nothing
-    raises :class:`UserError` naming it. ``~`` is expanded too."""
+    """Paths with ``~`` and globs (``*``, ``?``, ``[...]``, ``**``) expanded, as bash does not glob in ``key=value``;
+    matches come sorted, and a pattern matching nothing raises :class:`UserError`."""
     paths: list[Path] = []
     for text in values:
         text = os.path.expanduser(str(text))

@@ -85,7 +85,7 @@ class ExtrapolateOptions:
         metavar="FILE|MODULE",
     )
     data: dict[str, Any] = option({}, "overrides the run's data config, e.g. data.eval_batch_size=64",
-                                  prefix=True, default_text="the run's", example="data.eval_batch_size=64")  # fmt: skip
+                                  default_text="the run's", example="data.eval_batch_size=64")  # fmt: skip
 
 
 class SkipCheckpoint(ValueError):

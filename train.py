@@ -23,10 +23,15 @@ HELP_WORDS = ("--help", "-h")
 SWEEP_WORDS = ("-m", "--multirun")
 
 
+def help_asked() -> bool:
+    """Whether the command asks for ``--help``."""
+    return bool(set(HELP_WORDS) & set(sys.argv[1:]))
+
+
 def encoding_help() -> str:
     """The encodings by image / sequence, one line each, for --help. Empty otherwise: Hydra resolves
     its help text on every call, and the list imports torch."""
-    if not set(HELP_WORDS) & set(sys.argv[1:]):
+    if not help_asked():
         return ""
     import re
     import textwrap
@@ -46,7 +51,7 @@ def encoding_help() -> str:
 
 def options_help() -> str:
     """The checked options with their rules and help (vitpos/checks/options.py), for --help."""
-    if not set(HELP_WORDS) & set(sys.argv[1:]):
+    if not help_asked():
         return ""
     from vitpos.checks.options import help_lines
 
@@ -94,21 +99,18 @@ def run(cfg: DictConfig) -> float:
         from vitpos.train import train
 
         metrics = train(cfg, checked=True)
-    except InputError as err:
-        if not in_sweep:
-            report(err)
-        print(sweep.record_failure(hydra_cfg.runtime.output_dir, err), file=sys.stderr)  # the sweep goes on
-        return float("nan")
     except SystemExit as err:  # Lightning's SIGTERMException carries no code: exit 128 + SIGTERM, not 0
         sys.exit(143 if err.code is None else err.code)
-    except Exception as err:  # a crash in one job of a sweep: record it, go on with the next job
+    except Exception as err:  # bad input or a crash: a single run stops; a sweep records it, goes on with the next
+        if not in_sweep and isinstance(err, InputError):
+            report(err)
         if not in_sweep:
             raise
-        import traceback
-
         from vitpos.run import signals
 
-        if signals.stopping() is None:  # after a stop the error is the stop's doing: record_failure stops
+        if not isinstance(err, InputError) and signals.stopping() is None:  # after a stop: the stop's doing
+            import traceback
+
             traceback.print_exc()
         print(sweep.record_failure(hydra_cfg.runtime.output_dir, err), file=sys.stderr)
         return float("nan")

@@ -33,6 +33,7 @@ from vitpos.encodings.plugins import load_named
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import evaluate_module
 from vitpos.metrics import metric_name
+from vitpos.run.checkpoint import task_kind
 from vitpos.run.folder import claim
 from vitpos.run.identity import next_commands, record, run_dir, run_label
 from vitpos.run.resume import check_weights_fit, finished_run, resume_path
@@ -99,10 +100,8 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     # the datamodules shard evaluation over DDP ranks without DistributedSampler's padding: exact DDP metrics
     trainer_opts["use_distributed_sampler"] = False
     trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
-    if trainer_opts.get("enable_progress_bar", True):
-        callbacks.append(progress_bar(f"{run_label(cfg)}/seed{cfg.seed}"))
-    else:  # sweeps: one line per epoch instead of a bar
-        callbacks.append(EpochLine(f"{run_label(cfg)}/seed{cfg.seed}"))
+    name = f"{run_label(cfg)}/seed{cfg.seed}"  # sweeps: one line per epoch instead of a bar
+    callbacks.append(progress_bar(name) if trainer_opts.get("enable_progress_bar", True) else EpochLine(name))
     if not trainer_opts.setdefault("enable_model_summary", False):
         log.info(summary_line(module))  # one line instead of Lightning's table
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)
@@ -190,7 +189,7 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
 
     if trainer.world_size == 1 and not fast:  # one process saw every test image (DDP ranks: a shard each)
         save_predictions(out, getattr(module, "test_predictions", None))
-    kind = "len" if cfg.task.name == "sequence" else "res"
+    kind = task_kind(cfg)
     extra = evaluate_module(  # fast_dev_run: one test batch per size, as Lightning's own loops
         module,
         datamodule,
@@ -244,17 +243,15 @@ def unmeasured_note(cfg: DictConfig, metrics: dict[str, float], out: Path) -> st
 
     Not evaluated here: eval options are not part of a run's identity, so ``metrics.json`` stays the record
     of what the training run measured, not of what later commands asked."""
-    kind = "len" if cfg.task.name == "sequence" else "res"
-    sizes = list(cfg.eval.get("lengths" if kind == "len" else "resolutions") or [])
-    missing = []
-    for size in sizes:
-        if metric_name(kind, size) not in metrics and metric_name(kind, size, resampling="upsampled") not in metrics:
-            missing.append(size)
+    kind = task_kind(cfg)
+    option = "lengths" if kind == "len" else "resolutions"
+    sizes = cfg.eval.get(option) or []
+    missing = [
+        s for s in sizes if not {metric_name(kind, s), metric_name(kind, s, resampling="upsampled")} & set(metrics)
+    ]
     if not missing:
         return None
-    status = read_status(out) or {}
-    ckpt = best_checkpoint(out, status) or out / "checkpoints" / "last.ckpt"
-    option = "lengths" if kind == "len" else "resolutions"
+    ckpt = best_checkpoint(out, read_status(out)) or out / "checkpoints" / "last.ckpt"
     listed = ",".join(str(list(s)) if not isinstance(s, (int, str)) else str(s) for s in missing).replace(" ", "")
     return (
         f"note: eval.{option} asks for {', '.join(metric_name(kind, s) for s in missing)}, which this "

@@ -51,7 +51,8 @@ def identity(cfg: DictConfig | dict) -> dict:
         values = plain.get(section) or {}
         out[section] = {k: v for k, v in values.items() if counts(section, k, v, values)}
     out["data"] = _compact_sizes(out["data"])
-    _resolve_strategy(out["encoding"])
+    if "strategy" in out["encoding"]:
+        out["encoding"]["strategy"] = canonical_strategy(out["encoding"].get("name"), out["encoding"]["strategy"])
     source = recorded.get("encoding_source") or plugin_source(plain.get("encoding") or {})
     if source is not None:  # a plug-in is code: its source defines the run, its path does not
         out["encoding"]["source"] = source
@@ -93,7 +94,7 @@ def new_key_matters(encoding: dict, key: str, value) -> bool:
     try:
         cls = get_encoding_class(str(encoding.get("name")))
         if key == "strategy":
-            return cls.strategy_aliases.get(value, value) != cls.strategies[0]
+            return canonical_strategy(encoding.get("name"), value) != cls.strategies[0]
         return value != cls.option_default(key)
     except KeyError:  # not an option of the class (the check refuses it before any run)
         return True
@@ -114,15 +115,13 @@ def plugin_source(encoding: dict) -> str | None:
     return None if is_builtin(cls) else source_digest(cls)
 
 
-def _resolve_strategy(encoding: dict) -> None:
-    """An alias (``linear``) counts as the strategy it names (``interpolate``): one run, one folder."""
-    strategy = encoding.get("strategy")
-    if isinstance(strategy, str):
-        try:
-            aliases = get_encoding_class(str(encoding.get("name"))).strategy_aliases
-        except KeyError:  # an unknown encoding: the check refuses it before any run
-            return
-        encoding["strategy"] = aliases.get(strategy, strategy)
+def canonical_strategy(name, strategy):
+    """``strategy`` with an alias (``linear``) resolved to the strategy it names (``interpolate``): one run,
+    one folder. Anything else (an unknown encoding, no strategy) comes back as it is: the check refuses it."""
+    try:
+        return get_encoding_class(str(name)).strategy_aliases.get(strategy, strategy)
+    except (KeyError, TypeError):  # an unknown encoding; a strategy that is no name
+        return strategy
 
 
 def record(cfg: DictConfig) -> None:
@@ -197,12 +196,9 @@ def run_label(cfg: DictConfig) -> str:
         return str(cfg.run.label)
     enc = cfg.encoding
     label = "+".join(enc.parts) if enc.name == "combo" else str(enc.name)
-    strategy = enc.get("strategy")
-    if strategy and enc.name != "combo":
-        cls = get_encoding_class(enc.name)
-        strategy = cls.strategy_aliases.get(strategy, strategy)  # linear and interpolate: one folder
-        if strategy != cls.strategies[0]:
-            label += f"@{strategy}"
+    strategy = canonical_strategy(enc.name, enc.get("strategy"))  # linear and interpolate: one folder
+    if strategy and enc.name != "combo" and strategy != get_encoding_class(enc.name).strategies[0]:
+        label += f"@{strategy}"
     return label
 
 

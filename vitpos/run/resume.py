@@ -40,14 +40,18 @@ WEIGHTS_DEFINING = ("task", "model", "encoding")
 OWN_FIX = "delete it to train this run from the start, or pass resume=false run.label=<name> for a new run beside it"
 
 
-def read_own(last: Path) -> dict:
-    """The run folder's own ``last.ckpt``, loaded safely; a bad file raises a :class:`CheckpointError`
-    worded ``resume: <what> (<fix>)``."""
+def read_resumable(path: Path, fix: str) -> dict:
+    """The checkpoint at ``path``, loaded safely; a folder, a missing, torn or crafted file is refused as
+    ``resume: <path>: <what> (<fix>)``."""
+    if path.is_dir():
+        raise UserError(
+            "resume", f"{path} is a folder, not a checkpoint file", f"pass resume={example_checkpoint(path)}"
+        )
     try:
-        return load_checkpoint(last)
+        return load_checkpoint(path)
     except CheckpointError as err:
-        what = str(err).removeprefix(f"ckpt={last}: ")
-        raise CheckpointError(str(UserError("resume", f"{last}: {' '.join(what.split())}", OWN_FIX))) from None
+        what = " ".join(str(err).removeprefix(f"ckpt={path}: ").split())
+        raise CheckpointError(str(UserError("resume", f"{path}: {what}", fix))) from None
 
 
 def other_weights(saved: dict, cfg: DictConfig) -> str | None:
@@ -71,10 +75,10 @@ def kind_of(difference: str) -> str:
     return difference.split(":")[0].split(".")[0]
 
 
-def check_same_run(cfg: DictConfig, last: Path) -> None:
+def check_same_run(cfg: DictConfig, last: Path, checkpoint: dict | None = None) -> None:
     """Refuse ``last`` if its run-defining config (:func:`vitpos.run.identity.identity`, what the folder
     hash covers) differs. The fix offers ``resume=true`` only when the weights fit (:func:`other_weights`)."""
-    saved = read_own(last)["hyper_parameters"]["cfg"]  # weights_only=True: crafted files are refused
+    saved = (checkpoint or read_resumable(last, OWN_FIX))["hyper_parameters"]["cfg"]
     diffs = config_differences(identity(saved), identity(cfg))
     if not diffs:
         return
@@ -132,44 +136,33 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
                 "pass resume=auto to continue it, seed=<other> or run.label=<name> for a new run, or delete the folder",
             )
         return None
-    if mode in (True, "true", "auto"):
-        if last.exists():
-            if mode == "auto":
-                check_same_run(cfg, last)
-            check_continuable(read_own(last), last, cfg, OWN_FIX)  # also for resume=true
-            log.info("resuming from %s", last)
-            return str(last)
-        if mode is True or mode == "true":
+    if mode not in (True, "true", "auto"):  # resume=PATH
+        path = Path(str(mode))
+        checkpoint = read_resumable(path, "pass resume=PATH to a vitpos last.ckpt")
+        check_continuable(
+            checkpoint, path, cfg, "resume=PATH continues a checkpoint of the same task, model and encoding"
+        )
+        return str(mode)
+    if not last.exists():
+        if mode != "auto":
             raise UserError("resume", f"resume=true but {last} does not exist", "use resume=auto to start fresh")
         return None
-    check_resume_file(cfg, Path(str(mode)))
-    return str(mode)
-
-
-def check_resume_file(cfg: DictConfig, path: Path) -> None:
-    """``resume=PATH``: check, before the Trainer starts, that the file loads with ``weights_only=True``
-    and fits this task, model and encoding."""
-    if path.is_dir():
-        raise UserError(
-            "resume", f"{path} is a folder, not a checkpoint file", f"pass resume={example_checkpoint(path)}"
-        )
-    try:
-        checkpoint = load_checkpoint(path)
-    except CheckpointError as err:
-        raise UserError(
-            "resume", f"{path}: " + str(err).removeprefix(f"ckpt={path}: "), "pass resume=PATH to a vitpos last.ckpt"
-        ) from None
-    check_continuable(checkpoint, path, cfg, "resume=PATH continues a checkpoint of the same task, model and encoding")
+    checkpoint = read_resumable(last, OWN_FIX)
+    if mode == "auto":
+        check_same_run(cfg, last, checkpoint)
+    check_continuable(checkpoint, last, cfg, OWN_FIX)  # also for resume=true
+    log.info("resuming from %s", last)
+    return str(last)
 
 
 def finished_run(cfg: DictConfig, out: Path) -> dict[str, float] | None:
     """The stored metrics if ``out`` holds this run complete with the same ``trainer.max_epochs``
     (reported instead of training again), else None. A diverged run is refused: it would diverge again."""
-    status = read_status(out)
-    if status is None or cfg.get("resume", "auto") not in (True, "true", "auto"):
+    status, mode = read_status(out), cfg.get("resume", "auto")
+    if status is None or mode not in (True, "true", "auto"):
         return None
     last = out / "checkpoints" / "last.ckpt"
-    if last.exists() and cfg.get("resume", "auto") == "auto":
+    if last.exists() and mode == "auto":
         check_same_run(cfg, last)
     if status["status"] == "diverged":
         raise DivergenceError(

@@ -45,12 +45,13 @@ def validate(cfg) -> None:
     check_run_names(plain["run"])
     check_data_paths(plain["data"], image)
     plain["model"] = with_timm_geometry(plain, image)  # model=timm: its patch size, width, ... from timm
+    counts = None
     if image:
         check_sizes(plain)
         plain["eval"] = {**(plain.get("eval") or {}), "resolutions": eval_resolutions(plain)}  # auto: a list
-        check_data_counts(plain)
+        counts = check_data_counts(plain)
         check_timm_checkpoint(plain)
-    check_memory(plain, image)
+    check_memory(plain, image, counts)
     check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
     check_encoding(plain, image)
     if image:

@@ -100,16 +100,17 @@ def image_counts(data: dict) -> Counts | None:
     return None
 
 
-def check_data_counts(c: dict) -> None:
-    """:func:`check_split` on the counted images, before training (nothing when they cannot be counted yet)."""
+def check_data_counts(c: dict) -> Counts | None:
+    """:func:`check_split` on the counted images, before training; returns the counts (None: not countable yet)."""
     counts = image_counts(c["data"])
     if counts is not None:
         check_split(c["data"], counts)
+    return counts
 
 
-def check_memory(c: dict, image: bool) -> None:
-    """Refuse a test size (the training size and every ``eval`` size) whose evaluation would not fit."""
-    counts = image_counts(c["data"]) if image else None
+def check_memory(c: dict, image: bool, counts: Counts | None = None) -> None:
+    """Refuse a test size (the training size and every ``eval`` size) whose evaluation would not fit
+    (``counts``: the data set's, from :func:`check_data_counts`)."""
     problem = run_memory_problem(c, "res" if image else "len", counts.test if counts else None)
     if problem is not None:
         raise problem

@@ -51,6 +51,12 @@ def stopping() -> int | None:
     return _stop
 
 
+def raise_if_stopped() -> None:
+    """Raise :class:`Stopped` when a signal has stopped this process."""
+    if _stop is not None:
+        raise Stopped(_stop)
+
+
 def install(owner: bool = False, jobs_elsewhere: bool = False) -> None:
     """Handle SIGINT and SIGTERM as a stop. ``owner``: this process runs the app; ``jobs_elsewhere``:
     its jobs run in worker processes. Flags set by an earlier call are kept."""

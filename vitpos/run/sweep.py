@@ -85,8 +85,7 @@ def refuse(err: BaseException) -> NoReturn:
 def record_failure(job_dir: str | Path, err: BaseException) -> str:
     """Write ``error: <message>`` to the job's ``error.log`` and return it; after a stop, stop instead
     (the error is the stop's doing, :mod:`vitpos.run.signals`)."""
-    if signals.stopping() is not None:
-        raise signals.Stopped(signals.stopping())
+    signals.raise_if_stopped()
     line = f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
     path = Path(job_dir)
     path.mkdir(parents=True, exist_ok=True)
@@ -103,6 +102,11 @@ def record_outcome(job_dir: str | Path, metrics: dict[str, float], run_folder: P
 def job_name(config) -> str:
     overrides = config.hydra.overrides.task
     return " ".join(str(o) for o in overrides) or "(no overrides)"
+
+
+def in_sweep(config) -> bool:
+    """Whether the job of ``config`` is one of a sweep's (``-m``)."""
+    return str(config.hydra.mode) == "RunMode.MULTIRUN"
 
 
 def say(line: str) -> None:
@@ -130,9 +134,8 @@ class SweepReport(Callback):
 
     def on_job_start(self, config, **kwargs) -> None:
         signals.install()  # a joblib worker needs its own handler
-        if signals.stopping() is not None:  # no new job after a stop
-            raise signals.Stopped(signals.stopping())
-        if config.hydra.mode is None or str(config.hydra.mode) != "RunMode.MULTIRUN":
+        signals.raise_if_stopped()  # no new job after a stop
+        if not in_sweep(config):
             return
         self.start[config.hydra.job.num] = time.perf_counter()
         for name in (ERROR_FILE, OUTCOME_FILE):  # left by an earlier attempt: stale
@@ -140,7 +143,7 @@ class SweepReport(Callback):
         say(f"[job {config.hydra.job.num}] start: {job_name(config)}")
 
     def on_job_end(self, config, job_return, **kwargs) -> None:
-        if str(config.hydra.mode) != "RunMode.MULTIRUN":
+        if not in_sweep(config):
             return
         num = config.hydra.job.num
         minutes = (time.perf_counter() - self.start.pop(num, time.perf_counter())) / 60

@@ -76,6 +76,11 @@ TRAIN_CASES = [
     ("seq-rope1d-head-dim", [*SEQ, "model.dim=12", "model.num_heads=4"], "multiple of 2"),
     ("seq-length-100000", [*SEQ, "eval.lengths=[64,100000]"], "eval.lengths"),
     ("seq-length-zero", [*SEQ, "eval.lengths=[0]"], "eval.lengths[0]"),
+    # refused by the data module's constructor, which the check builds (nothing loaded)
+    ("seq-offset", [*SEQ, "data.offset=20"], "data.offset: copy_offset needs 1 <= data.offset < data.min_len"),
+    ("seq-data-key", [*SEQ, "+data.bogus=1"], "data.bogus: not an option of the sequence tasks (valid: anchor"),
+    ("seq-task", [*SEQ, "data.task=nosuch"], "data.task: unknown sequence task 'nosuch' (valid: copy_offset"),
+    ("image-data-key", ["+data.bogus=1"], "data.bogus: not an option of the image data sets (valid: augment"),
     ("seq-train-len", [*SEQ, "data.train_len=0"], "data.train_len"),
     ("train-sizes-patch", ["data.train_sizes=[16,18]"], "data.train_sizes[1]"),
     ("size-schedule-unknown", ["data.size_schedule=fixres"], "data.size_schedule"),

@@ -13,8 +13,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from vitpos.checks.data import (
     AUTO,
-    check_data_choices,
     check_data_counts,
+    check_data_module,
     check_data_paths,
     check_memory,
     check_sizes,
@@ -40,7 +40,6 @@ def validate(cfg) -> None:
     image = check_task(plain.get("task"))
     check_needed(plain, image)
     check_options(plain, image)
-    check_data_choices(plain["data"])
     check_threads(plain.get("threads", "auto"))
     check_run_names(plain["run"])
     check_data_paths(plain["data"], image)
@@ -53,6 +52,7 @@ def validate(cfg) -> None:
         check_timm_checkpoint(plain)
     check_memory(plain, image, counts)
     check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
+    check_data_module(plain, image)
     check_encoding(plain, image)
     if image:
         fill_resolutions(cfg, plain["eval"]["resolutions"])

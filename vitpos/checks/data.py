@@ -1,5 +1,5 @@
-"""Checks of ``data.*`` and the evaluation sizes: choices, paths, sizes the patches tile, sizes the data set
-can give, and the memory each evaluation size needs. Free of torch.
+"""Checks of ``data.*`` and the evaluation sizes: paths, sizes the patches tile, sizes the data set can give,
+the memory each evaluation size needs (free of torch), and last the data module itself, built unloaded.
 
 Each rule is owned one layer down and only called here: :mod:`vitpos.data.options` (image data, splits),
 :func:`vitpos.data.folder.list_images` (the loader's own listing), :mod:`vitpos.data.shapes` (the sizes
@@ -12,18 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from vitpos.data.folder import list_images
-from vitpos.data.options import POLICIES, Counts, check_image_data, check_size, check_split, counts_of
+from vitpos.data.options import Counts, check_image_data, check_size, check_split, counts_of
 from vitpos.data.shapes import can_draw, check_drawable, check_layout
 from vitpos.errors import UserError
 from vitpos.eval_memory import run_memory_problem
 from vitpos.sizes import default_resolutions
-
-
-def check_data_choices(data: dict) -> None:
-    """``data.augment``: one of the policies (any task that has the option)."""
-    policy = data.get("augment")
-    if policy is not None and policy not in POLICIES:
-        raise UserError("data.augment", f"unknown policy {policy!r}", f"valid: {', '.join(POLICIES)}")
 
 
 def check_data_paths(data: dict, image: bool) -> None:
@@ -114,3 +107,11 @@ def check_memory(c: dict, image: bool, counts: Counts | None = None) -> None:
     problem = run_memory_problem(c, "res" if image else "len", counts.test if counts else None)
     if problem is not None:
         raise problem
+
+
+def check_data_module(c: dict, image: bool) -> None:
+    """The run's data module built as training builds it (:func:`vitpos.data.make_datamodule`, nothing loaded):
+    its constructor refuses an unknown ``data.*`` key and the rules it owns."""
+    from vitpos.data import make_datamodule
+
+    make_datamodule(c["data"], image, int(c.get("seed") or 0))

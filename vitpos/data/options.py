@@ -30,7 +30,7 @@ SIZE_SCHEDULES = ("random", "progressive")  # data.size_schedule (vitpos.data.sc
 
 
 def check_image_data(data: dict, patch: int | None = None) -> None:
-    """The image data options: ``data.name`` and ``data.format``; ``data.train_sizes`` (null, or
+    """The image data options: ``data.name``, ``data.format`` and ``data.augment``; ``data.train_sizes`` (null, or
     sizes ``patch`` tiles: positive sizes when the patch is not known, as in the data module);
     ``data.size_schedule`` and ``data.size_epochs``; ``data.native_size`` a size (a side or
     ``[h, w]``), and null for generated shapes."""
@@ -39,6 +39,8 @@ def check_image_data(data: dict, patch: int | None = None) -> None:
         raise UserError("data.name", f"unknown data set {name!r}", f"valid: {', '.join(DATASETS)} (data=...)")
     if form not in FORMATS:
         raise UserError("data.format", f"unknown {form!r}", f"valid: {', '.join(FORMATS)}")
+    if data.get("augment") not in (None, *POLICIES):
+        raise UserError("data.augment", f"unknown policy {data['augment']!r}", f"valid: {', '.join(POLICIES)}")
     sizes = data.get("train_sizes")
     check_train_sizes(sizes, patch)
     check_size_schedule(sizes, data.get("size_schedule", "random"), data.get("size_epochs"))

@@ -28,6 +28,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from vitpos.errors import UserError
+
 from .memory import batch_loader, process_share
 
 TASKS = ("copy_offset", "reverse", "sort", "position_probe")
@@ -37,7 +39,7 @@ IGNORE = -100
 def task_sizes(task: str, vocab_size: int = 16, probe_classes: int = 512) -> tuple[int, int]:
     """(input vocabulary incl. the padding token, number of output classes)."""
     if task not in TASKS:
-        raise ValueError(f"unknown sequence task '{task}'; valid: {', '.join(TASKS)} (data.task=...)")
+        raise UserError("data.task", f"unknown sequence task '{task}'", f"valid: {', '.join(TASKS)}")
     return vocab_size + 1, probe_classes if task == "position_probe" else vocab_size
 
 
@@ -126,7 +128,8 @@ class SequenceDataModule(L.LightningDataModule):
         super().__init__()
         self.input_vocab, self.num_classes = task_sizes(task, vocab_size, probe_classes)
         if task == "copy_offset" and not 1 <= offset < min_len:
-            raise ValueError(f"copy_offset needs 1 <= data.offset < data.min_len, got {offset} and {min_len}")
+            raise UserError("data.offset", f"copy_offset needs 1 <= data.offset < data.min_len, got {offset} and "
+                            f"{min_len}", f"e.g. data.offset={min(3, max(min_len - 1, 1))}")  # fmt: skip
         self.task, self.train_len, self.min_len = task, train_len, min_len
         self.pad_token = vocab_size
         self.gen_kw = dict(vocab_size=vocab_size, offset=offset, probe_classes=probe_classes, anchor=anchor)

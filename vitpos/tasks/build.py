@@ -13,8 +13,7 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from vitpos.checks.options import check_task
-from vitpos.data.images import ImageDataModule
-from vitpos.data.sequence import SequenceDataModule
+from vitpos.data import make_datamodule
 from vitpos.encodings import get_encoding_class
 from vitpos.encodings.plugins import load_module
 from vitpos.errors import CheckpointError, UserError
@@ -33,12 +32,12 @@ def build(cfg: DictConfig | dict, pretrained: bool = True) -> tuple[L.LightningM
     ``pretrained``: load ``model.checkpoint`` (``model=timm``) into the new model;
     False where a vitpos checkpoint's weights replace them anyway."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    if check_task(plain.get("task")):  # the one rule of task.name (vitpos/checks/options.py)
-        data_opts = {k: v for k, v in plain["data"].items() if k != "num_classes"}
-        datamodule = ImageDataModule(**data_opts, shuffle_seed=int(plain.get("seed", 0)))
+    image = check_task(plain.get("task"))  # the one rule of task.name (vitpos/checks/options.py)
+    datamodule = make_datamodule(plain["data"], image, int(plain.get("seed", 0)))
+    if image:
         plain["data"]["num_classes"] = datamodule.num_classes
         return ImageClassifier(plain, pretrained), datamodule
-    return SequenceTask(plain), SequenceDataModule(**plain["data"])
+    return SequenceTask(plain), datamodule
 
 
 def load_plugin(module: str | None) -> None:

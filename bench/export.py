@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from bench.timing import interleaved_medians, use_threads
-from vitpos.cli import option, parse_options, run_main
+from vitpos.cli.console import run_main
+from vitpos.cli.options import option, parse_options
 from vitpos.errors import UserError
 from vitpos.export import FORMATS, Exported, ExportFailed, export_model, geometry_of
 from vitpos.export.graph import ort_session

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import torch
 
 from bench.timing import use_threads
-from vitpos.cli import option, parse_options, run_main
+from vitpos.cli.console import run_main
+from vitpos.cli.options import option, parse_options
 
 PARTS = ("step", "rope", "data", "eval", "memory", "sweep", "gpu")
 

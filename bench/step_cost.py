@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from vitpos.cli import option, parse_options
+from vitpos.cli.options import option, parse_options
 from vitpos.encodings import list_encodings
 from vitpos.errors import UserError
 from vitpos.models import VisionTransformer

@@ -18,7 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from vitpos.cli import option, parse_options, run_main
+from vitpos.cli.console import run_main
+from vitpos.cli.options import option, parse_options
 
 ROOT = Path(__file__).resolve().parents[1]
 ENCODINGS = "sincos_2d,rope_2d"

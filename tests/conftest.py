@@ -107,7 +107,7 @@ def command_main(prog: str) -> Callable[[list[str]], object]:
     """What ``python PROG ARGV`` runs, as a function of ARGV: ``train.py``'s ``main``, or for a
     module (``vitpos.viz``, ``bench.run``) the ``main`` of the module ``python -m`` runs (a
     package's ``__main__``) under :func:`vitpos.cli.run_main`, as its ``__main__`` block does."""
-    from vitpos.cli import run_main
+    from vitpos.cli.console import run_main
 
     if prog == "train.py":
         return train_py().main

@@ -19,7 +19,7 @@ import pytest
 from conftest import CONFIGS, ROOT, compose_train, finished_run, run_command, train_py
 from hydra.errors import HydraException
 
-from vitpos.cli import override_error
+from vitpos.cli.hydra_errors import override_error
 from vitpos.errors import InputError
 from vitpos.validate import validate
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bench.run import BenchOptions, main
-from vitpos.cli import parse_options
+from vitpos.cli.options import parse_options
 from vitpos.errors import UserError
 
 

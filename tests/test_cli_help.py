@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_command
 
-from vitpos.cli import expand_paths, option, parse_options
+from vitpos.cli.options import expand_paths, option, parse_options
 from vitpos.encodings import list_encodings
 from vitpos.errors import UserError
 

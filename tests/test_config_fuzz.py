@@ -363,7 +363,7 @@ def tool_words(schema: type) -> st.SearchStrategy[list[str]]:
 def parse_problem(schema: type, argv: list[str]) -> str | None:
     """What is wrong with parsing ``argv`` onto ``schema`` (None: parsed, or refused with a
     :class:`UserError` that names the option and gives a fix)."""
-    from vitpos.cli import parse_options
+    from vitpos.cli.options import parse_options
 
     try:
         parse_options(argv, schema, prog="tool")

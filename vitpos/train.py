@@ -28,7 +28,7 @@ from vitpos.callbacks import (
     PicturesCallback,
     divergence_hint,
 )
-from vitpos.cli import device_line, progress_bar, quiet_console, quiet_side_by_side, summary_line
+from vitpos.cli.console import device_line, progress_bar, quiet_console, quiet_side_by_side, summary_line
 from vitpos.encodings.plugins import load_named
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import evaluate_module

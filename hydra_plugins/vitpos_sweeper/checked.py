@@ -45,7 +45,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from vitpos.checks.options import check_launcher
-from vitpos.cli import override_error
+from vitpos.cli.hydra_errors import override_error
 from vitpos.errors import InputError, UserError
 from vitpos.run import folder, sweep
 from vitpos.validate import validate

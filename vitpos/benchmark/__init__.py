@@ -24,7 +24,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from vitpos.cli import option, parse_options
+from vitpos.cli.options import option, parse_options
 from vitpos.compare import compare
 from vitpos.compare.read import find_runs, read_run
 from vitpos.compare.stats import shares_group

@@ -3,7 +3,7 @@ what is read and written is in the package docstring."""
 
 from __future__ import annotations
 
-from vitpos.cli import run_main
+from vitpos.cli.console import run_main
 from vitpos.compare.summary import main
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vitpos.cli import expand_paths, option, parse_options
+from vitpos.cli.options import expand_paths, option, parse_options
 from vitpos.compare.plots import plot_extrapolation, plot_val_curves
 from vitpos.compare.protocol import COLUMNS as PROTOCOL
 from vitpos.compare.read import Job, Run, find_jobs, find_param_count, find_runs, read_run, runs_of_jobs

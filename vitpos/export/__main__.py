@@ -1,6 +1,6 @@
 """``python -m vitpos.export ckpt=PATH ...``: options in ``cli.ExportOptions`` (``--help``)."""
 
-from vitpos.cli import run_main
+from vitpos.cli.console import run_main
 from vitpos.export.cli import main
 
 if __name__ == "__main__":

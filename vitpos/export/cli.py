@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from vitpos.cli import option, parse_options
+from vitpos.cli.options import option, parse_options
 from vitpos.errors import UserError
 from vitpos.files import WriteError, atomic_path, cause
 from vitpos.run.checkpoint import newest_checkpoint, task_kind

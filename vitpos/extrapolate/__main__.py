@@ -1,6 +1,6 @@
 """``python -m vitpos.extrapolate ckpt=PATH ...``: options in ``checkpoints.ExtrapolateOptions`` (``--help``)."""
 
-from vitpos.cli import run_main
+from vitpos.cli.console import run_main
 from vitpos.extrapolate.checkpoints import main
 
 if __name__ == "__main__":

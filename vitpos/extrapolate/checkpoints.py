@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from vitpos.cli import option, parse_options
+from vitpos.cli.options import option, parse_options
 from vitpos.errors import UserError
 from vitpos.eval_memory import memory_problem
 from vitpos.extrapolate import choose_strategies, evaluate_sizes, resampling_of, use_test_subset

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from vitpos.cli import expand_paths
+from vitpos.cli.options import expand_paths
 from vitpos.errors import CheckpointError, UserError  # CheckpointError: raised here, imported from here by callers
 from vitpos.safe_load import NotLoadable, load_weights_only
 

@@ -12,7 +12,8 @@ from typing import Any
 import matplotlib.image
 import torch
 
-from vitpos.cli import option, parse_options, run_main
+from vitpos.cli.console import run_main
+from vitpos.cli.options import option, parse_options
 from vitpos.errors import UserError
 from vitpos.run.checkpoint import newest_checkpoint
 from vitpos.sizes import as_hw

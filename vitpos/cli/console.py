@@ -40,12 +40,8 @@ KNOWN_WARNINGS = (
 )
 
 
-class _DropAdvert(logging.Filter):
-    """Drops Lightning's litlogger/tensorboardX tip and its ``Loading `train_dataloader` to estimate ...``."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        return not any(part in text for part in ("litlogger", "tensorboardX", "to estimate number of stepping"))
+#: Lightning's litlogger/tensorboardX tip and its ``Loading `train_dataloader` to estimate ...``: always dropped
+ADVERT = re.compile(r".*(litlogger|tensorboardX|to estimate number of stepping)", re.S)
 
 
 #: dropped without a GPU only (:func:`device_line` says it in one line): Lightning's device and AMP
@@ -72,11 +68,11 @@ class DropLines(logging.Filter):
         return not self.pattern.match(record.getMessage())
 
 
-def _add_filter(name: str, kind: type, *args) -> None:
-    """Adds ``kind(*args)`` to the logger ``name`` unless it already has one."""
+def _add_filter(name: str, pattern: re.Pattern) -> None:
+    """A :class:`DropLines` of ``pattern`` on the logger ``name``, once however often a process trains."""
     logger = logging.getLogger(name)
-    if not any(type(f) is kind for f in logger.filters):
-        logger.addFilter(kind(*args))
+    if not any(getattr(f, "pattern", None) is pattern for f in logger.filters):
+        logger.addFilter(DropLines(pattern))
 
 
 def has_gpu() -> bool:
@@ -95,7 +91,7 @@ def device_line(precision: object, threads: int | None = None) -> str | None:
     import torch
 
     for name, pattern in NO_GPU_LINES.items():
-        _add_filter(name, DropLines, pattern)
+        _add_filter(name, pattern)
     if os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) != "0":
         return None
     n = threads or torch.get_num_threads()
@@ -123,7 +119,7 @@ def quiet_console() -> None:
     for message, _why in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     for name in RANK_ZERO:
-        _add_filter(name, _DropAdvert)
+        _add_filter(name, ADVERT)
     log = logging.getLogger("vitpos")
     if not log.handlers:
         handler = _Stderr()

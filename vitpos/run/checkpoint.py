@@ -47,8 +47,8 @@ def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
         if not hits:  # only folders, none holding a checkpoint
             raise UserError(f"{option}={paths[0]}", f"no {LAST} in this folder", SEARCH_FIX)
         for hit in hits:
-            if hit.path.resolve() not in seen:
-                seen.add(hit.path.resolve())
+            if (key := hit.path.resolve()) not in seen:
+                seen.add(key)
                 found.append(hit)
     return found
 
@@ -97,7 +97,7 @@ def load_checkpoint(path: str | Path) -> dict:
 
 def example_checkpoint(folder: Path) -> str:
     """The first ``last.ckpt`` below ``folder``, for a message that asked for a file and got a folder."""
-    inside = next(iter(sorted(folder.rglob(LAST))), None)
+    inside = min(folder.rglob(LAST), default=None)
     return str(inside) if inside else f"{folder}/<run folder>/checkpoints/{LAST}"
 
 

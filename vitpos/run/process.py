@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 PROC = Path("/proc")
+GONE = ("Z", "X")  # zombie or dead: gone, only not yet reaped
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -40,7 +41,7 @@ def process_alive(pid: int, started: int | None = None) -> bool:
     fields = stat_fields(pid)
     if fields is None:  # no /proc: os.kill's word
         return True
-    if fields[0] in ("Z", "X"):  # zombie or dead: gone, only not yet reaped
+    if fields[0] in GONE:
         return False
     return started is None or len(fields) <= 19 or fields[19] == str(started)
 
@@ -55,7 +56,7 @@ def child_pids() -> list[int]:
     found = []
     for name in entries:
         fields = stat_fields(int(name))
-        if fields is not None and fields[1] == me and fields[0] not in ("Z", "X"):
+        if fields is not None and fields[1] == me and fields[0] not in GONE:
             found.append(int(name))
     return found
 

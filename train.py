@@ -8,7 +8,6 @@ anything is written (vitpos/validate.py; a sweep's jobs all before the first sta
 in process.
 """
 
-import os
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import hydra
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from vitpos.run.sweep import register_resolver
+from vitpos.run import sweep
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 HELP_WORDS = ("--help", "-h")
@@ -60,19 +59,13 @@ def options_help() -> str:
 
 OmegaConf.register_new_resolver("vitpos_encodings", encoding_help, replace=True)
 OmegaConf.register_new_resolver("vitpos_options", options_help, replace=True)
-register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
+sweep.register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
 
 
 def report(err: BaseException) -> None:
     """One line on stderr and exit code 2: the user's input was wrong, not the program."""
     print(f"error: {err}", file=sys.stderr)
     sys.exit(2)
-
-
-#: Set, Hydra raises a failed composition (for :func:`main` to word in one line, exit 2) instead of printing
-#: many lines and exiting 1. A job unsets it on start, so a training crash is reported as Hydra reports it.
-FULL_ERROR = "HYDRA_FULL_ERROR"
-_composing = False  # main set FULL_ERROR and no job has started yet
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name="train")  # absolute: also when imported
@@ -82,12 +75,8 @@ def run(cfg: DictConfig) -> float:
     from hydra.types import RunMode
 
     from vitpos.errors import InputError
-    from vitpos.run import sweep
 
-    global _composing
-    if _composing:  # the config composed: Hydra reports this job's own errors again
-        _composing = False
-        os.environ.pop(FULL_ERROR, None)
+    sweep.composed()  # Hydra reports this job's own errors again (the callback did already, where configured)
     hydra_cfg = HydraConfig.get()
     sweep.name_model(cfg, hydra_cfg.runtime.choices)  # the model's config name for the run folder
     from vitpos.validate import validate
@@ -132,30 +121,23 @@ def hydra_words(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """``python train.py ARGV`` (default: this process's arguments). A bad override (unknown key or group
     option, ``hydra.*`` included, unparsable value) is one line, exit 2; a sweep with a failed job exits 1."""
-    global _composing
     saved, prog = sys.argv, sys.argv[0] if argv is None else __file__  # in process: not the caller's name
     argv = sys.argv[1:] if argv is None else list(argv)
     hydras = bool({a for a in argv if a.startswith("-")} - set(SWEEP_WORDS))  # --help, --cfg: Hydra's own
-    _composing = not hydras and FULL_ERROR not in os.environ
-    if _composing:
-        os.environ[FULL_ERROR] = "1"
+    raising = not hydras and sweep.raise_composition_errors()
     sys.argv = [prog, *hydra_words(argv)]  # Hydra's main reads its words here
     try:
         run()
     except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
-        if not _composing:
+        if not (raising and sweep.composing()):
             raise
         from vitpos.cli.hydra_errors import override_error
 
         report(override_error(err, CONFIGS, [a for a in argv if not a.startswith("-")]))
     finally:
         sys.argv = saved
-        if _composing:
-            os.environ.pop(FULL_ERROR, None)
-            _composing = False
-    from vitpos.run.sweep import sweep_failed
-
-    if sweep_failed():  # every job ran; the summary above lists the failed ones
+        sweep.composed()
+    if sweep.sweep_failed():  # every job ran; the summary above lists the failed ones
         sys.exit(1)
 
 

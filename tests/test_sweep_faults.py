@@ -301,3 +301,25 @@ def test_a_sweep_of_a_hydra_option_is_one_line(tmp_path):
         ran, "hydra.launcher.n_jobs: Hydra sweeps the run's options, not its own", "hydra.launcher.n_jobs=<value>"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_hydra_raises_a_failed_composition_only_until_the_config_composed(monkeypatch):
+    """train.py sets HYDRA_FULL_ERROR so that Hydra raises what it cannot compose (worded in one line);
+    the sweep's start unsets it, also where no job runs in the main process (joblib), and a value the
+    user set is left alone."""
+    from omegaconf import OmegaConf
+
+    from vitpos.run import signals, sweep
+
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    assert sweep.raise_composition_errors() and sweep.composing() and os.environ["HYDRA_FULL_ERROR"] == "1"
+    config = OmegaConf.create({"hydra": {"launcher": {"_target_": "hydra_plugins.joblib.JoblibLauncher"}}})
+    try:
+        sweep.SweepReport().on_multirun_start(config)
+    finally:
+        signals.uninstall()
+    assert "HYDRA_FULL_ERROR" not in os.environ and not sweep.composing()
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")  # the user's own
+    assert not sweep.raise_composition_errors()
+    sweep.composed()
+    assert os.environ["HYDRA_FULL_ERROR"] == "1"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -73,6 +74,35 @@ def job_config(sweep_config: DictConfig) -> DictConfig:
     return cfg
 
 
+#: Hydra's own switch: set, Hydra raises a config it cannot compose instead of printing it in many lines and
+#: exiting 1, so train.py words it in one line (exit 2). Unset once the config composed, so a job's crash is
+#: reported as Hydra reports it.
+FULL_ERROR = "HYDRA_FULL_ERROR"
+_raising = False  # raise_composition_errors set FULL_ERROR and the config has not composed yet
+
+
+def raise_composition_errors() -> bool:
+    """Set :data:`FULL_ERROR` until :func:`composed`; False (nothing set) where the user set it already."""
+    global _raising
+    _raising = FULL_ERROR not in os.environ
+    if _raising:
+        os.environ[FULL_ERROR] = "1"
+    return _raising
+
+
+def composing() -> bool:
+    """Whether Hydra is still composing the command's config (:func:`raise_composition_errors`)."""
+    return _raising
+
+
+def composed() -> None:
+    """The command's config composed (a run or sweep starts): unset what :func:`raise_composition_errors` set."""
+    global _raising
+    if _raising:
+        os.environ.pop(FULL_ERROR, None)
+        _raising = False
+
+
 def refuse(err: BaseException) -> NoReturn:
     """Refuse a sweep before its first job: one line ``error: ...``, exit code 2, like a refused single run.
     A ``SystemExit``, so Hydra passes it on instead of printing its own report."""
@@ -122,10 +152,12 @@ class SweepReport(Callback):
         self.start: dict[int, float] = {}
 
     def on_multirun_start(self, config, **kwargs) -> None:
+        composed()  # the sweep's config: the sweeper words a job's composition error itself
         _failed.clear()  # forget an earlier sweep in this process
         signals.install(owner=True, jobs_elsewhere=not str(config.hydra.launcher._target_).endswith(BASIC_LAUNCHER))
 
     def on_run_start(self, config, **kwargs) -> None:
+        composed()
         _failed.clear()  # a single run after a sweep reports only its own outcome
         signals.install(owner=True)
 

@@ -24,12 +24,13 @@ torch is imported by nothing here: the config check calls this before torch load
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from vitpos.errors import UserError
 from vitpos.runtime import available_memory
-from vitpos.sizes import as_hw, size_name
+from vitpos.sizes import as_hw, size_name, token_grid
 
 #: of the memory free now on the device, the part one evaluation may plan to use
 MEMORY_FRACTION = 0.8
@@ -71,7 +72,7 @@ def evaluation_memory(cfg: Mapping, kind: str, size, num_test: int | None) -> Ev
     if kind == "res":
         (h, w), patch = as_hw(size), int(model["patch_size"])
         prefix = int(model.get("num_prefix_tokens", model.get("pool") == "cls"))  # class (and register) tokens
-        tokens = (h // patch) * (w // patch) + prefix
+        tokens = math.prod(token_grid((h, w), patch)) + prefix
         inputs = 2 * items * 3 * h * w * FLOAT32  # the resized copy and one intermediate
         name = size_name((h, w))
     else:

@@ -99,6 +99,12 @@ def column_order(size) -> tuple[bool, int, bool, int]:
 EVAL_RATIOS = (0.5, 0.75, 1, 1.25, 1.5, 2)
 
 
+def token_grid(size, patch: int) -> HW:
+    """The patch grid ``(h // patch, w // patch)`` of an image of ``size`` (a side or ``[h, w]``): rows, columns."""
+    h, w = as_hw(size)
+    return h // patch, w // patch
+
+
 def nearest_multiples(side: int, step: int, least: int | None = None) -> list[int]:
     """The multiples of ``step`` (at least ``least``, default ``step``) on either side of ``side``,
     or ``[side]`` when it is one: the sizes a refusal offers as its fix."""

@@ -12,7 +12,7 @@ import math
 
 from vitpos.errors import UserError
 from vitpos.integrations import is_timm
-from vitpos.sizes import as_hw
+from vitpos.sizes import as_hw, token_grid
 
 
 def encoding_names() -> str:
@@ -66,8 +66,7 @@ def check_network(c: dict, image: bool, name: str, options: dict) -> None:
     m = c["model"]
     if is_timm(m):
         check_heads(m["dim"], m["num_heads"])
-        h, w = as_hw(c["data"]["img_size"], "data.img_size")
-        grid = (h // m["patch_size"], w // m["patch_size"])
+        grid = token_grid(c["data"]["img_size"], m["patch_size"])
         ctx = EncodingContext(m["dim"], m["num_heads"], m["depth"], grid, int(m.get("num_prefix_tokens", 0)))
         return exercise(create_encoding(str(name), ctx, **options), ctx)
     from vitpos.data.sequence import task_sizes

@@ -45,6 +45,8 @@ def check_encoding(c: dict, image: bool) -> None:
         )
     try:
         check_network(c, image, name, enc)
+    except UserError:  # the network's memory (check_model_memory)
+        raise
     except OptionError as err:  # an unknown option, a bad value or strategy: named by the class that owns the rule
         fix = err.fix or f"configs/encoding/{name}.yaml has the defaults"
         raise UserError(err.option, err.args[0].rstrip("."), fix) from None
@@ -74,14 +76,42 @@ def check_network(c: dict, image: bool, name: str, options: dict) -> None:
 
     data = c["data"]
     if image:
-        model = network(c, int(data.get("num_classes") or 10))
+        sizes = (int(data.get("num_classes") or 10),)
         example = torch.zeros(1, 3, *as_hw(data["img_size"], "data.img_size"))  # (1, C, H, W)
     else:
-        vocab, classes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))
-        model = network(c, classes, vocab)
+        sizes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))[::-1]
         example = torch.zeros(1, data["train_len"], dtype=torch.long)  # (1, N) tokens
+    check_model_memory(c, lambda: network(c, *sizes))  # (classes,) or (classes, vocabulary)
     with torch.no_grad():
-        model.eval()(example)
+        network(c, *sizes).eval()(example)
+
+
+def check_model_memory(c: dict, build) -> None:
+    """Refuse a network whose training state does not fit in the memory free now, counted on the ``meta``
+    device before the real one is built (a model of tens of GB would fill the machine in the check itself):
+    weights, gradients and AdamW's two moments at 4 bytes each, and the EMA copy, on the CPU; the weights
+    alone where a GPU trains (they are built on the CPU first)."""
+    import torch
+
+    from vitpos.eval_memory import MEMORY_FRACTION
+    from vitpos.runtime import available_memory
+
+    try:
+        with torch.device("meta"):
+            params = sum(p.numel() for p in build().parameters())
+    except Exception:  # noqa: BLE001 (a constructor that needs real values: the real build says what is wrong)
+        return
+    accelerator = str(c["trainer"].get("accelerator", "auto"))
+    gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+    per_param = 4 if gpu else 16 + 4 * bool((c.get("task") or {}).get("ema_decay"))
+    need, free = params * per_param, available_memory()
+    if need > MEMORY_FRACTION * free:
+        raise UserError(
+            "model",
+            f"{params:,} parameters need about {need / 2**30:.1f} GiB to train here, more than "
+            f"{MEMORY_FRACTION:.0%} of the {free / 2**30:.1f} GiB free",
+            "a smaller model.dim, model.depth, data.vocab_size or data.num_classes",
+        )
 
 
 def check_plugin(name, module) -> None:

@@ -81,7 +81,8 @@ TRAIN_CASES = [
     ("seq-data-key", [*SEQ, "+data.bogus=1"], "data.bogus: not an option of the sequence tasks (valid: anchor"),
     ("seq-task", [*SEQ, "data.task=nosuch"], "data.task: unknown sequence task 'nosuch' (valid: copy_offset"),
     ("image-data-key", ["+data.bogus=1"], "data.bogus: not an option of the image data sets (valid: augment"),
-    # counted on the meta device before it is built: token embedding and output head, 2 x 2e9 x 128, at 16 bytes each
+    # counted on the meta device before it is built (depth: from one block and two); vocab: 2 x 2e9 x 128 weights
+    ("model-depth", [*SEQ, "model.depth=3492819962786"], "model: 692,528,399,661,510,288 parameters need"),
     ("model-memory", [*SEQ, "data.vocab_size=2000000000"], "model: 514,000,396,928 parameters need about 7659.2 GiB"),
     ("seq-train-len", [*SEQ, "data.train_len=0"], "data.train_len"),
     ("train-sizes-patch", ["data.train_sizes=[16,18]"], "data.train_sizes[1]"),

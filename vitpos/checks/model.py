@@ -81,16 +81,22 @@ def check_network(c: dict, image: bool, name: str, options: dict) -> None:
     else:
         sizes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))[::-1]
         example = torch.zeros(1, data["train_len"], dtype=torch.long)  # (1, N) tokens
-    check_model_memory(c, lambda: network(c, *sizes))  # (classes,) or (classes, vocabulary)
+
+    def with_blocks(blocks: int):  # sizes: (classes,) or (classes, vocabulary)
+        return network({**c, "model": {**c["model"], "depth": blocks}}, *sizes)
+
+    check_model_memory(c, with_blocks)
     with torch.no_grad():
         network(c, *sizes).eval()(example)
 
 
 def check_model_memory(c: dict, build) -> None:
-    """Refuse a network whose training state does not fit in the memory free now, counted on the ``meta``
-    device before the real one is built (a model of tens of GB would fill the machine in the check itself):
-    weights, gradients and AdamW's two moments at 4 bytes each, and the EMA copy, on the CPU; the weights
-    alone where a GPU trains (they are built on the CPU first)."""
+    """Refuse a network whose training state does not fit in the memory free now, before the real one is
+    built (a model of tens of GB would fill the machine in the check itself): weights, gradients and AdamW's
+    two moments at 4 bytes each, and the EMA copy, on the CPU; the weights alone where a GPU trains (they are
+    built on the CPU first). ``build(blocks)`` builds the network with ``blocks`` blocks: counted on the
+    ``meta`` device with one and two blocks, and the difference times ``model.depth`` (a million blocks
+    would fill the memory with their Python objects alone)."""
     import torch
 
     from vitpos.eval_memory import MEMORY_FRACTION
@@ -98,7 +104,8 @@ def check_model_memory(c: dict, build) -> None:
 
     try:
         with torch.device("meta"):
-            params = sum(p.numel() for p in build().parameters())
+            one, two = (sum(p.numel() for p in build(blocks).parameters()) for blocks in (1, 2))
+        params = one + (int(c["model"]["depth"]) - 1) * (two - one)
     except Exception:  # noqa: BLE001 (a constructor that needs real values: the real build says what is wrong)
         return
     accelerator = str(c["trainer"].get("accelerator", "auto"))

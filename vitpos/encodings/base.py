@@ -168,8 +168,8 @@ class PositionalEncoding(nn.Module):
             also = f"; aliases: {', '.join(aliases)}" if aliases else ""
             raise OptionError(
                 "encoding.strategy",
-                f"unknown strategy '{value}' for encoding '{cls.name}'; valid: {', '.join(cls.strategies)}{also}",
-                f"e.g. encoding.strategy={cls.strategies[0]}",
+                f"unknown strategy '{value}' for encoding '{cls.name}'; "
+                f"valid: {', '.join(cls.strategies)}{also} (set encoding.strategy=...)",
             )
         return value
 

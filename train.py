@@ -1,40 +1,37 @@
 """Train one configuration: ``python train.py encoding=rope_2d`` (Hydra; ``-m`` sweeps).
 
-Options: configs/train.yaml, ``python train.py --help``; recipes: README.md. The config is checked before
-anything is written (vitpos/validate.py; a sweep's jobs all before the first starts, by the sweeper
-``hydra/sweeper=vitpos``, hydra_plugins/vitpos_sweeper). A bad option or input prints one line
-``error: <option>: <what> (<fix>)`` and exits 2; a composition Hydra refuses is worded in one line by
-:func:`vitpos.cli.hydra_errors.override_error`. ``main(["data=shapes"])`` runs ``python train.py data=shapes``
-in process.
+Options: configs/train.yaml, ``python train.py --help``; recipes: README.md. The config is checked before anything
+is written (vitpos/validate.py; a sweep's jobs all before the first starts, by the sweeper ``hydra/sweeper=vitpos``,
+hydra_plugins/vitpos_sweeper). A bad option or input prints one line ``error: <option>: <what> (<fix>)`` and exits
+2; a composition Hydra refuses is worded in one line by :func:`vitpos.cli.hydra_errors.override_error`.
+``main(["data=shapes"])`` runs ``python train.py data=shapes`` in process.
 """
 
+import re
 import sys
+import textwrap
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import hydra
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from vitpos.run import sweep
+from vitpos.run import signals, sweep
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
-HELP_WORDS = ("--help", "-h")
 SWEEP_WORDS = ("-m", "--multirun")
 
 
-def help_asked() -> bool:
-    """Whether the command asks for ``--help``."""
-    return bool(set(HELP_WORDS) & set(sys.argv[1:]))
+def help_text(lines: Callable[[], list[str]]) -> Callable[[], str]:
+    """A resolver of ``--help`` text: ``lines()`` joined. Empty for any other command: Hydra resolves its help
+    text on every call, and the lists import torch."""
+    return lambda: "\n".join(lines()) if {"--help", "-h"} & set(sys.argv[1:]) else ""
 
 
-def encoding_help() -> str:
-    """The encodings by image / sequence, one line each, for --help. Empty otherwise: Hydra resolves
-    its help text on every call, and the list imports torch."""
-    if not help_asked():
-        return ""
-    import re
-    import textwrap
-
+def encoding_help() -> list[str]:
+    """The encodings by image / sequence, one line each."""
     from vitpos.encodings import get_encoding_class, list_encodings
 
     lines = []
@@ -45,43 +42,33 @@ def encoding_help() -> str:
             doc = " ".join((get_encoding_class(name).__doc__ or "").replace("``", "`").split())
             first = re.split(r"(?<!\bal)\.\s+", doc)[0].rstrip(".")  # first sentence ("et al." kept)
             lines.append(f"    {name:<16} {textwrap.shorten(first, 84, placeholder=' ...')}")
-    return "\n".join(lines)
+    return lines
 
 
-def options_help() -> str:
-    """The checked options with their rules and help (vitpos/checks/options.py), for --help."""
-    if not help_asked():
-        return ""
+def options_help() -> list[str]:
+    """The checked options with their rules and help (vitpos/checks/options.py)."""
     from vitpos.checks.options import help_lines
 
-    return "\n".join(help_lines())
+    return help_lines()
 
 
-OmegaConf.register_new_resolver("vitpos_encodings", encoding_help, replace=True)
-OmegaConf.register_new_resolver("vitpos_options", options_help, replace=True)
+OmegaConf.register_new_resolver("vitpos_encodings", help_text(encoding_help), replace=True)
+OmegaConf.register_new_resolver("vitpos_options", help_text(options_help), replace=True)
 sweep.register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
-
-
-def report(err: BaseException) -> None:
-    """One line on stderr and exit code 2: the user's input was wrong, not the program."""
-    print(f"error: {err}", file=sys.stderr)
-    sys.exit(2)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIGS), config_name="train")  # absolute: also when imported
 def run(cfg: DictConfig) -> float:
     """One job of Hydra's: check the composed ``cfg``, train it; in a sweep, record how it ended."""
     from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
 
     from vitpos.errors import InputError
+    from vitpos.validate import validate
 
     sweep.composed()  # Hydra reports this job's own errors again (the callback did already, where configured)
     hydra_cfg = HydraConfig.get()
     sweep.name_model(cfg, hydra_cfg.runtime.choices)  # the model's config name for the run folder
-    from vitpos.validate import validate
-
-    in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    in_sweep = sweep.in_sweep(hydra_cfg)
     try:
         validate(cfg)  # before torch loads and anything is written (a sweep's jobs: checked by the sweeper too)
         from vitpos.run.identity import run_dir
@@ -92,14 +79,10 @@ def run(cfg: DictConfig) -> float:
         sys.exit(143 if err.code is None else err.code)
     except Exception as err:  # bad input or a crash: a single run stops; a sweep records it, goes on with the next
         if not in_sweep and isinstance(err, InputError):
-            report(err)
+            sweep.refuse(err)
         if not in_sweep:
             raise
-        from vitpos.run import signals
-
         if not isinstance(err, InputError) and signals.stopping() is None:  # after a stop: the stop's doing
-            import traceback
-
             traceback.print_exc()
         print(sweep.record_failure(hydra_cfg.runtime.output_dir, err), file=sys.stderr)
         return float("nan")
@@ -111,8 +94,7 @@ def run(cfg: DictConfig) -> float:
 def hydra_words(argv: list[str]) -> list[str]:
     """``argv`` for Hydra; a single run gets ``hydra.output_subdir=null`` (nothing outside its run folder),
     placed beside the other overrides (argparse refuses overrides on both sides of a flag like ``--cfg job``)."""
-    single = not set(SWEEP_WORDS) & set(argv)
-    if not single or any(a.startswith("hydra.output_subdir=") for a in argv):
+    if set(SWEEP_WORDS) & set(argv) or any(a.startswith("hydra.output_subdir=") for a in argv):
         return list(argv)
     first = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), len(argv))
     return [*argv[:first], "hydra.output_subdir=null", *argv[first:]]
@@ -133,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
         from vitpos.cli.hydra_errors import override_error
 
-        report(override_error(err, CONFIGS, [a for a in argv if not a.startswith("-")]))
+        sweep.refuse(override_error(err, CONFIGS, [a for a in argv if not a.startswith("-")]))
     finally:
         sys.argv = saved
         sweep.composed()

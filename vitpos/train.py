@@ -73,32 +73,37 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     done = None if fast else finished_run(cfg, out)
     if done is not None:
         print(format_metrics(done, out) + "\n(finished earlier: stored metrics from metrics.json; nothing trained)")
-        note = unmeasured_note(cfg, done, out)
-        if note:
+        if note := unmeasured_note(cfg, done, out):
             print(note)
         return done
     ckpt_path = None if fast else resume_path(cfg, out / "checkpoints")  # checked before anything is written
     module, datamodule = build(cfg)
     if ckpt_path is not None:
         check_weights_fit(module, ckpt_path)  # a size mismatch as one line, before a logger writes a file
-    logger = RunLogger(
-        save_dir=str(out.parent.parent),
-        name=out.parent.name,
-        version=out.name,
-        **OmegaConf.to_container(cfg.logger, resolve=True),
-    )
+    logger_opts = OmegaConf.to_container(cfg.logger, resolve=True)
+    logger = RunLogger(save_dir=str(out.parent.parent), name=out.parent.name, version=out.name, **logger_opts)
     timer = Timer()  # fit wall time, kept in last.ckpt: a resumed run adds to what the checkpoint says
-    callbacks = [LearningRateMonitor(logging_interval="step"), timer, *lifecycle_callbacks(cfg, out, fast)]
-    checkpoint = next((c for c in callbacks if isinstance(c, ModelCheckpoint)), None)
-    last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)
+    guard = DivergenceGuard(divergence_hint(cfg), int(cfg.trainer.get("log_every_n_steps", 20) or 20))
+    callbacks = [LearningRateMonitor(logging_interval="step"), timer, EpochSeed(cfg.seed), guard]  # seed: exact resume
+    checkpoint = last = None
+    if not fast:  # best by val/acc; save_last=False: LastCheckpoint writes last.ckpt every epoch, not on improvement
+        checkpoint = ModelCheckpoint(
+            dirpath=str(out / "checkpoints"),
+            filename="best-epoch{epoch:03d}",
+            monitor="val/acc",
+            mode="max",
+            save_last=False,
+            auto_insert_metric_name=False,
+        )
+        last = LastCheckpoint(out / "checkpoints" / "last.ckpt")
+        callbacks += [checkpoint, last]
     if cfg.task.get("pictures", True):
         callbacks.append(PicturesCallback(cfg.task.get("pictures_every_n_epochs", 0)))
     trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
     trainer_opts["precision"] = trainer_precision(trainer_opts)  # auto: bf16-mixed where native (vitpos/runtime.py)
     if no_gpu := device_line(trainer_opts["precision"]):  # without a GPU: one line for Lightning's GPU/TPU lines
         log.info(no_gpu)
-    # the datamodules shard evaluation over DDP ranks without DistributedSampler's padding: exact DDP metrics
-    trainer_opts["use_distributed_sampler"] = False
+    trainer_opts["use_distributed_sampler"] = False  # the datamodules shard DDP evaluation unpadded: exact metrics
     trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
     name = f"{run_label(cfg)}/seed{cfg.seed}"  # sweeps: one line per epoch instead of a bar
     callbacks.append(progress_bar(name) if trainer_opts.get("enable_progress_bar", True) else EpochLine(name))
@@ -134,7 +139,8 @@ class RunLogger(TensorBoardLogger):
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
         if self._naming_columns:
             return
-        super().log_metrics({k: v for k, v in metrics.items() if k != "epoch" and not k.startswith(FINAL)}, step)
+        curves = {k: v for k, v in metrics.items() if k != "epoch" and not k.startswith(("test/", "time/"))}
+        super().log_metrics(curves, step)
 
     def finalize(self, status: str) -> None:
         """As Lightning's, but on a failed run a refused write here does not hide the error that stopped it."""
@@ -153,29 +159,6 @@ class RunLogger(TensorBoardLogger):
             self._naming_columns = False
 
 
-#: prefixes of the single-point final numbers, kept out of SCALARS (the TEXT table ``test/final``)
-FINAL = ("test/", "time/")
-#: the HPARAMS metric columns: curves at their last value (runs are compared there on validation, not test)
-HPARAMS_METRICS = ("val/acc", "val/loss", "train/loss")
-
-
-def lifecycle_callbacks(cfg: DictConfig, out: Path, fast: bool) -> list:
-    """Epoch seeding (exact resume), the divergence guard and, unless ``fast_dev_run``, the checkpoints."""
-    every = int(cfg.trainer.get("log_every_n_steps", 20) or 20)
-    callbacks = [EpochSeed(cfg.seed), DivergenceGuard(divergence_hint(cfg), every)]
-    if not fast:
-        best = ModelCheckpoint(
-            dirpath=str(out / "checkpoints"),
-            filename="best-epoch{epoch:03d}",
-            monitor="val/acc",
-            mode="max",
-            save_last=False,  # LastCheckpoint writes last.ckpt every epoch, not only on improvement
-            auto_insert_metric_name=False,
-        )
-        callbacks += [best, LastCheckpoint(out / "checkpoints" / "last.ckpt")]
-    return callbacks
-
-
 def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit_seconds: float, fast: bool) -> dict:
     """Test the best checkpoint, evaluate at other sizes, log and write ``metrics.json`` (rank 0)."""
     eval_start = time.perf_counter()
@@ -186,15 +169,13 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         metrics["val/acc_best"] = float(checkpoint.best_model_score)
     if not trainer.is_global_zero:
         return metrics  # extrapolation, logging and metrics.json happen once, on rank 0
-
     if trainer.world_size == 1 and not fast:  # one process saw every test image (DDP ranks: a shard each)
         save_predictions(out, getattr(module, "test_predictions", None))
-    kind = task_kind(cfg)
     extra = evaluate_module(  # fast_dev_run: one test batch per size, as Lightning's own loops
         module,
         datamodule,
         cfg.eval,
-        kind,
+        task_kind(cfg),
         device=module.device,
         max_batches=1 if fast else None,
         progress=sweep_jobs() == 1,  # side by side, bars of several jobs would overwrite each other
@@ -219,7 +200,8 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         "params": int(metrics["params"]),
         "params_pos": int(metrics["params_pos"]),
     }
-    logger.log_hyperparams(hparams, dict.fromkeys(HPARAMS_METRICS, 0.0))  # names the columns; values: the curves
+    # the HPARAMS metric columns, named here; values: the curves at their last value (compared on validation, not test)
+    logger.log_hyperparams(hparams, dict.fromkeys(("val/acc", "val/loss", "train/loss"), 0.0))
     logger.finalize("success")
     if not fast:  # the very last write: its presence means trained to max_epochs and tested
         write_status(
@@ -260,19 +242,12 @@ def unmeasured_note(cfg: DictConfig, metrics: dict[str, float], out: Path) -> st
     )
 
 
-def natural(item: tuple[str, float]) -> list:
-    """Sort key: numbers inside names by value (``len32`` before ``len128``)."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", item[0])]
-
-
-def fmt_value(name: str, value: float) -> str:
-    """Counts (``params``) as integers, everything else with four decimals."""
-    return f"{int(value):,}" if name.startswith("params") and value == value else f"{value:.4f}"
-
-
 def format_metrics(metrics: dict[str, float], folder: Path) -> str:
-    width = max(len(k) for k in metrics) if metrics else 0
-    lines = [f"run folder: {folder}"] + [
-        f"  {k:<{width}}  {fmt_value(k, v)}" for k, v in sorted(metrics.items(), key=natural)
-    ]
+    """The run folder, then a metric a line: counts (``params``) as integers, the rest with four decimals."""
+    width = max(map(len, metrics), default=0)
+    lines = [f"run folder: {folder}"]
+    words = {k: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", k)] for k in metrics}  # len32 < len128
+    for k, v in sorted(metrics.items(), key=lambda kv: words[kv[0]]):
+        value = f"{int(v):,}" if k.startswith("params") and v == v else f"{v:.4f}"
+        lines.append(f"  {k:<{width}}  {value}")
     return "\n".join(lines)

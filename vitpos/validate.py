@@ -11,58 +11,36 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
-from vitpos.checks.data import (
-    AUTO,
-    check_data_counts,
-    check_data_module,
-    check_data_paths,
-    check_memory,
-    check_sizes,
-    eval_resolutions,
-)
-from vitpos.checks.model import check_encoding, check_timm_checkpoint, with_timm_geometry
-from vitpos.checks.options import (
-    check_needed,
-    check_options,
-    check_run_names,
-    check_task,
-    check_threads,
-    check_trainer_keys,
-)
+from vitpos.checks import data, model, options
 from vitpos.errors import UserError
 
 __all__ = ["UserError", "resolved", "validate"]
 
 
 def validate(cfg) -> None:
-    """Raise :class:`UserError` for the first problem in ``cfg``, then fill in ``eval.resolutions=auto``."""
+    """Raise :class:`UserError` for the first problem in ``cfg``, then fill in ``eval.resolutions=auto``
+    (a list given stays as written)."""
     plain = resolved(cfg)
-    image = check_task(plain.get("task"))
-    check_needed(plain, image)
-    check_options(plain, image)
-    check_threads(plain.get("threads", "auto"))
-    check_run_names(plain["run"])
-    check_data_paths(plain["data"], image)
-    plain["model"] = with_timm_geometry(plain, image)  # model=timm: its patch size, width, ... from timm
+    image = options.check_task(plain.get("task"))
+    options.check_needed(plain, image)
+    options.check_options(plain, image)
+    options.check_threads(plain.get("threads", "auto"))
+    options.check_run_names(plain["run"])
+    data.check_data_paths(plain["data"], image)
+    plain["model"] = model.with_timm_geometry(plain, image)  # model=timm: its patch size, width, ... from timm
     counts = None
     if image:
-        check_sizes(plain)
-        plain["eval"] = {**(plain.get("eval") or {}), "resolutions": eval_resolutions(plain)}  # auto: a list
-        counts = check_data_counts(plain)
-        check_timm_checkpoint(plain)
-    check_memory(plain, image, counts)
-    check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
-    check_data_module(plain, image)
-    check_encoding(plain, image)
-    if image:
-        fill_resolutions(cfg, plain["eval"]["resolutions"])
-
-
-def fill_resolutions(cfg, sizes: list) -> None:
-    """Set ``cfg.eval.resolutions = sizes`` where it is ``auto`` (a list given stays as written)."""
-    if isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == AUTO:
+        data.check_sizes(plain)
+        plain["eval"] = {**(plain.get("eval") or {}), "resolutions": data.eval_resolutions(plain)}  # auto: a list
+        counts = data.check_data_counts(plain)
+        model.check_timm_checkpoint(plain)
+    data.check_memory(plain, image, counts)
+    options.check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
+    data.check_data_module(plain, image)
+    model.check_encoding(plain, image)
+    if image and isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == data.AUTO:
         with read_write(cfg), open_dict(cfg):
-            cfg.eval.resolutions = sizes
+            cfg.eval.resolutions = plain["eval"]["resolutions"]
 
 
 def resolved(cfg) -> dict:

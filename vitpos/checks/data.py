@@ -21,24 +21,20 @@ from vitpos.sizes import default_resolutions
 
 def check_data_paths(data: dict, image: bool) -> None:
     """``data.root``: a folder; with ``data.format=imagefolder``, one holding ``train/`` and ``test/``."""
-    root = data.get("root")
-    if not image or root is None:
+    if not image or data.get("root") is None:
         return
-    path = Path(str(root)).expanduser()
+    path = Path(str(data["root"])).expanduser()
     if path.is_file():
         raise UserError("data.root", f"{path} is a file, not a folder", "point data.root at the dataset folder")
-    if data.get("format") == "imagefolder":
-        missing = [s for s in ("train", "test") if not (path / s).is_dir()]
-        if missing:
-            raise UserError(
-                "data.root",
-                f"{path} has no {' or '.join(f'{s}/' for s in missing)} folder",
-                "an ImageFolder tree DIR/train/<class>/*.jpg and DIR/test/<class>/*.jpg; "
-                "the README's section 'Train on CIFAR-10' says where to get one",
-            )
+    if data.get("format") == "imagefolder" and (missing := [s for s in ("train", "test") if not (path / s).is_dir()]):
+        raise UserError(
+            "data.root",
+            f"{path} has no {' or '.join(f'{s}/' for s in missing)} folder",
+            "an ImageFolder tree DIR/train/<class>/*.jpg and DIR/test/<class>/*.jpg; "
+            "the README's section 'Train on CIFAR-10' says where to get one",
+        )
 
 
-# -------------------------------------------------------------------- sizes against the patches
 #: ``eval.resolutions``'s default: sizes around the training size that the patches tile
 AUTO = "auto"
 
@@ -57,9 +53,8 @@ def check_sizes(c: dict) -> None:
     if resolutions == AUTO:
         return
     if not isinstance(resolutions, list):
-        raise UserError(
-            "eval.resolutions", f"must be a list of sizes or {AUTO}, got {resolutions!r}", "e.g. [16,[16,32],32]"
-        )
+        what = f"must be a list of sizes or {AUTO}, got {resolutions!r}"
+        raise UserError("eval.resolutions", what, "e.g. [16,[16,32],32]")
     for i, r in enumerate(resolutions):
         check_size(r, f"eval.resolutions[{i}]", patch)
         if shapes:
@@ -67,10 +62,9 @@ def check_sizes(c: dict) -> None:
 
 
 def eval_resolutions(c: dict) -> list:
-    """The sizes ``eval.resolutions`` names: the list given, or for ``auto``
-    :func:`vitpos.sizes.default_resolutions` of ``data.img_size`` and ``model.patch_size`` (a timm model's
-    filled in), e.g. ``[16, 24, 32, 40, 48, 64]`` for 4 px patches at 32 px; for ``data=shapes``, only those
-    its generator can draw (:func:`vitpos.data.shapes.can_draw`)."""
+    """The sizes ``eval.resolutions`` names: the list given, or for ``auto`` :func:`vitpos.sizes.default_resolutions` of
+    ``data.img_size`` and ``model.patch_size`` (a timm model's filled in), e.g. ``[16, 24, 32, 40, 48, 64]`` for 4 px
+    patches at 32 px; for ``data=shapes``, only those its generator can draw (:func:`vitpos.data.shapes.can_draw`)."""
     data, resolutions = c["data"], (c.get("eval") or {}).get("resolutions")
     if resolutions != AUTO:
         return list(resolutions or [])
@@ -80,7 +74,6 @@ def eval_resolutions(c: dict) -> list:
     return sizes
 
 
-# -------------------------------------------------------------------- sizes against the data set
 def image_counts(data: dict) -> Counts | None:
     """The image counts of ``data``'s data set; None before CIFAR-10 is downloaded (nothing to count yet)."""
     if data.get("name") == "shapes":
@@ -88,15 +81,12 @@ def image_counts(data: dict) -> Counts | None:
     root = Path(str(data.get("root"))).expanduser()
     if data.get("format") == "imagefolder":
         return counts_of(data, *(len(list_images(root, split).files) for split in ("train", "test")))
-    if (root / "cifar-10-batches-py").is_dir():
-        return counts_of(data, 50_000, 10_000)
-    return None
+    return counts_of(data, 50_000, 10_000) if (root / "cifar-10-batches-py").is_dir() else None
 
 
 def check_data_counts(c: dict) -> Counts | None:
     """:func:`check_split` on the counted images, before training; returns the counts (None: not countable yet)."""
-    counts = image_counts(c["data"])
-    if counts is not None:
+    if (counts := image_counts(c["data"])) is not None:
         check_split(c["data"], counts)
     return counts
 
@@ -104,8 +94,7 @@ def check_data_counts(c: dict) -> Counts | None:
 def check_memory(c: dict, image: bool, counts: Counts | None = None) -> None:
     """Refuse a test size (the training size and every ``eval`` size) whose evaluation would not fit
     (``counts``: the data set's, from :func:`check_data_counts`)."""
-    problem = run_memory_problem(c, "res" if image else "len", counts.test if counts else None)
-    if problem is not None:
+    if (problem := run_memory_problem(c, "res" if image else "len", counts.test if counts else None)) is not None:
         raise problem
 
 

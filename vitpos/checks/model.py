@@ -19,8 +19,7 @@ def encoding_names() -> str:
     """The registered encodings, image ones then sequence ones: the hint of an unknown name."""
     from vitpos.encodings import list_encodings
 
-    img, seq = list_encodings(2), list_encodings(1)
-    return f"image: {', '.join(img)}; sequence: {', '.join(seq)}"
+    return f"image: {', '.join(list_encodings(2))}; sequence: {', '.join(list_encodings(1))}"
 
 
 def check_encoding(c: dict, image: bool) -> None:
@@ -36,8 +35,7 @@ def check_encoding(c: dict, image: bool) -> None:
         cls = get_encoding_class(str(name))
     except KeyError:
         raise UserError("encoding.name", f"unknown encoding {name!r}", encoding_names()) from None
-    dims = 2 if image else 1
-    if dims not in cls.grid_dims:
+    if (2 if image else 1) not in cls.grid_dims:
         raise UserError(
             "encoding",
             f"'{name}' is for {'sequences' if image else 'images'}, this is an {'image' if image else 'sequence'} task",
@@ -59,7 +57,8 @@ def check_encoding(c: dict, image: bool) -> None:
 def check_network(c: dict, image: bool, name: str, options: dict) -> None:
     """Build the run's network as training does (:func:`vitpos.models.network`) and run one training-size
     example through it, so constructors and hooks refuse what they cannot take. For a timm model, only the
-    encoding is built, on the timm model's geometry, and its hooks run once (:func:`exercise`)."""
+    encoding is built, on the timm model's geometry, and each hook runs once on the training grid (lazily
+    built tables check their widths there)."""
     import torch
 
     from vitpos.encodings import EncodingContext, create_encoding
@@ -70,22 +69,25 @@ def check_network(c: dict, image: bool, name: str, options: dict) -> None:
         check_heads(m["dim"], m["num_heads"])
         grid = token_grid(c["data"]["img_size"], m["patch_size"])
         ctx = EncodingContext(m["dim"], m["num_heads"], m["depth"], grid, int(m.get("num_prefix_tokens", 0)))
-        return exercise(create_encoding(str(name), ctx, **options), ctx)
+        pe, n, prefix = create_encoding(str(name), ctx, **options), math.prod(grid), ctx.num_prefix_tokens
+        with torch.no_grad():
+            pe.add_to_tokens(torch.zeros(1, n, ctx.dim), grid)  # (B, N, D)
+            q = torch.zeros(1, ctx.num_heads, prefix + n, ctx.head_dim)  # (B, H, P + N, Dh)
+            pe.after_block(torch.zeros(1, prefix + n, ctx.dim), grid, 0)  # (B, P + N, D)
+            pe.rotate_qk(q, q, grid, 0)
+            pe.attention_bias(grid, 0, torch.device("cpu"), torch.float32)
+        return
     from vitpos.data.sequence import task_sizes
     from vitpos.models import network
 
     data = c["data"]
     if image:
-        sizes = (int(data.get("num_classes") or 10),)
+        sizes = (int(data.get("num_classes") or 10),)  # (classes,) or (classes, vocabulary)
         example = torch.zeros(1, 3, *as_hw(data["img_size"], "data.img_size"))  # (1, C, H, W)
     else:
         sizes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))[::-1]
         example = torch.zeros(1, data["train_len"], dtype=torch.long)  # (1, N) tokens
-
-    def with_blocks(blocks: int):  # sizes: (classes,) or (classes, vocabulary)
-        return network({**c, "model": {**c["model"], "depth": blocks}}, *sizes)
-
-    check_model_memory(c, with_blocks)
+    check_model_memory(c, lambda blocks: network({**c, "model": {**m, "depth": blocks}}, *sizes))
     with torch.no_grad():
         network(c, *sizes).eval()(example)
 
@@ -100,7 +102,7 @@ def check_model_memory(c: dict, build) -> None:
     import torch
 
     from vitpos.eval_memory import MEMORY_FRACTION
-    from vitpos.runtime import available_memory
+    from vitpos.runtime import available_memory, uses_cuda
 
     try:
         with torch.device("meta"):
@@ -108,8 +110,7 @@ def check_model_memory(c: dict, build) -> None:
         params = one + (int(c["model"]["depth"]) - 1) * (two - one)
     except Exception:  # noqa: BLE001 (a constructor that needs real values: the real build says what is wrong)
         return
-    accelerator = str(c["trainer"].get("accelerator", "auto"))
-    gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+    gpu = uses_cuda(c["trainer"].get("accelerator", "auto"))
     per_param = 4 if gpu else 16 + 4 * bool((c.get("task") or {}).get("ema_decay"))
     need, free = params * per_param, available_memory()
     if need > MEMORY_FRACTION * free:
@@ -142,19 +143,6 @@ def check_plugin(name, module) -> None:
                         "fix the file, then run again") from None  # fmt: skip
 
 
-def exercise(pe, ctx) -> None:
-    """Run every hook once on the training grid: lazily built tables check their widths there."""
-    import torch
-
-    n = math.prod(ctx.grid)
-    with torch.no_grad():
-        pe.add_to_tokens(torch.zeros(1, n, ctx.dim), ctx.grid)  # (B, N, D)
-        q = torch.zeros(1, ctx.num_heads, ctx.num_prefix_tokens + n, ctx.head_dim)  # (B, H, P + N, Dh)
-        pe.after_block(torch.zeros(1, ctx.num_prefix_tokens + n, ctx.dim), ctx.grid, 0)  # (B, P + N, D)
-        pe.rotate_qk(q, q, ctx.grid, 0)
-        pe.attention_bias(ctx.grid, 0, torch.device("cpu"), torch.float32)
-
-
 def with_timm_geometry(c: dict, image: bool) -> dict:
     """``c["model"]`` with a timm model's ``patch_size``, ``dim``, ``num_heads``, ``depth`` and
     ``num_prefix_tokens`` filled in; a :class:`UserError` for a model vitpos cannot convert."""
@@ -171,8 +159,7 @@ def with_timm_geometry(c: dict, image: bool) -> dict:
         raise UserError("model.kwargs", f"must be a mapping, got {m.get('kwargs')!r}", "model.kwargs={depth:6}")
     from vitpos.integrations.timm_weights import create_vit, geometry
 
-    model = create_vit(m, int(c["data"].get("num_classes") or 1), None, device="meta")
-    return {**m, **geometry(model)}
+    return {**m, **geometry(create_vit(m, int(c["data"].get("num_classes") or 1), None, device="meta"))}
 
 
 def check_timm_checkpoint(c: dict) -> None:

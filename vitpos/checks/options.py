@@ -23,11 +23,6 @@ from vitpos.sizes import is_integer
 IMAGE, SEQUENCE = "image", "sequence"
 
 
-def is_number(value) -> bool:
-    """An integer or a float, and not ``True``/``False``."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True, kw_only=True)
 class Spec:
     """What every option says besides its rule; ``defines`` and ``as_before`` set its part in the run's
@@ -41,6 +36,12 @@ class Spec:
     help: str = ""  # one line of --help
     defines: bool = True  # False: changes how a run is shown or how fast it goes, not what it learns (not hashed)
     as_before: tuple = ()  # at these values the option is left out of the hash, so older folders still match
+
+    def fits(self, value) -> bool:  # each kind's own rule; Given: another check owns it
+        return True
+
+    def problem(self, value) -> str | None:
+        return None if self.fits(value) else f"must be {self.rule()}, got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -58,14 +59,9 @@ class Int(Spec):
         other = "".join(f" (or {v})" for v in self.also)
         return f"an integer >= {self.minimum}{most}{other}{' (or null)' if self.null else ''}"
 
-    def problem(self, value) -> str | None:
-        if value is None and self.null:
-            return None
-        if is_integer(value) and value in self.also:
-            return None
-        if is_integer(value) and value >= self.minimum and (self.maximum is None or value <= self.maximum):
-            return None
-        return f"must be {self.rule()}, got {value!r}"
+    def fits(self, value) -> bool:
+        bounded = is_integer(value) and value >= self.minimum and (self.maximum is None or value <= self.maximum)
+        return (value is None and self.null) or (is_integer(value) and value in self.also) or bounded
 
 
 @dataclass(frozen=True)
@@ -86,13 +82,13 @@ class Number(Spec):
     def problem(self, value) -> str | None:
         if value is None and self.null:
             return None
-        if not is_number(value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
             return f"expected a number, got {value!r}"
         if self.below is not None:
-            return None if self.low <= value < self.below else f"must be {self.rule()}, got {value}"
-        if math.isfinite(value) and (value > self.low if self.above else value >= self.low):
-            return None
-        return f"must be {self.rule()}, got {value}"
+            fits = self.low <= value < self.below
+        else:
+            fits = math.isfinite(value) and (value > self.low if self.above else value >= self.low)
+        return None if fits else f"must be {self.rule()}, got {value}"
 
 
 @dataclass(frozen=True)
@@ -105,23 +101,20 @@ class Flag(Spec):
     def rule(self) -> str:
         return "true or false"
 
-    def problem(self, value) -> str | None:
-        return None if isinstance(value, bool) else f"must be {self.rule()}, got {value!r}"
+    def fits(self, value) -> bool:
+        return isinstance(value, bool)
 
 
 @dataclass(frozen=True)
 class Given(Spec):
-    """An option whose rule reads more than its own value, so another check owns it; listed here for
-    its help and its part in the run's identity."""
+    """An option whose rule reads more than its own value, so another check owns it (every value fits here);
+    listed for its help and its part in the run's identity."""
 
     rule_text: str
     example: str = ""
 
     def rule(self) -> str:
         return self.rule_text
-
-    def problem(self, value) -> str | None:
-        return None
 
 
 #: every plain number and true/false option, in check order, with its ``--help`` line (:func:`help_lines`)
@@ -166,9 +159,7 @@ OPTIONS: dict[str, Spec] = {
     "model.drop_path": Number(0.1, below=1, null=False, help="stochastic depth rate of the last block"),
     "model.dropout": Number(0.0, below=1, null=False, help="dropout after attention and MLP"),
     "model.embed_std": Number(0.1, null=False, task=SEQUENCE, help="token embedding init std"),
-    "optim.betas": Number(
-        "[0.9,0.999]", below=1, null=False, items=True, length=2, help="AdamW's (beta1, beta2)"
-    ),  # fmt: skip
+    "optim.betas": Number("[0.9,0.999]", below=1, null=False, items=True, length=2, help="AdamW's (beta1, beta2)"),
     "optim.min_lr_ratio": Number(0.01, null=False, help="the cosine decay ends at this fraction of optim.lr"),
     "data.num_classes": Int(10, task=IMAGE, help="classes of the data set"),
     "data.cell": Int(4, task=IMAGE, help="shapes' cell side (keep = model.patch_size)"),
@@ -196,18 +187,15 @@ OPTIONS: dict[str, Spec] = {
     "data.anchor": Flag(task=SEQUENCE, help="position probe: a distinct first token"),
     # checked elsewhere (checks/data.py, checks/model.py, Lightning); here for their help and identity
     "data.root": Given("a folder", task=IMAGE, defines=False, help="where the data set lies"),
-    "data.train_sizes": Given(
-        "null or a list of sizes", task=IMAGE, as_before=(None,), help="one size per training batch"
-    ),  # fmt: skip
-    "data.native_size": Given(
-        "a side, [h,w] or null", task=IMAGE, as_before=(None, 32), help="the size the data set is stored at"
-    ),  # fmt: skip
-    "data.size_schedule": Given(
-        "random or progressive", task=IMAGE, as_before=(None, "random"), help="how data.train_sizes are taken"
-    ),  # fmt: skip
-    "data.size_epochs": Given(
-        "null or epochs per size", task=IMAGE, as_before=(None,), help="progressive: the epochs of each size"
-    ),  # fmt: skip
+    **{
+        f"data.{key}": Given(rule, task=IMAGE, as_before=before, help=what)
+        for key, rule, before, what in (
+            ("train_sizes", "null or a list of sizes", (None,), "one size per training batch"),
+            ("native_size", "a side, [h,w] or null", (None, 32), "the size the data set is stored at"),
+            ("size_schedule", "random or progressive", (None, "random"), "how data.train_sizes are taken"),
+            ("size_epochs", "null or epochs per size", (None,), "progressive: the epochs of each size"),
+        )
+    },
     "model.geometry": Given("written by the run", task=IMAGE, defines=False, help="a timm model's patch, width, depth"),
     **{
         f"trainer.{key}": Given("Lightning's Trainer takes", defines=False, help=what)
@@ -265,8 +253,7 @@ def help_lines() -> list[str]:
                 same = "" if spec.defines else " (the same run folder)"
                 lines.append(f"    {option:<28} {describe(spec)}: {spec.help}{same}")
     lines.append("  sweeps (-m), where the launcher has the option:")
-    for key, spec in LAUNCHER.items():
-        lines.append(f"    {'hydra.launcher.' + key:<28} {describe(spec)}: {spec.help}")
+    lines += [f"    {'hydra.launcher.' + key:<28} {describe(spec)}: {spec.help}" for key, spec in LAUNCHER.items()]
     return lines
 
 
@@ -284,52 +271,37 @@ def lookup(c: dict, option: str):
 
 
 def check_value(option: str, spec: Spec, value) -> None:
-    """Raise :class:`UserError` when ``value`` does not fit ``spec``."""
+    """Raise :class:`UserError` when ``value`` does not fit ``spec`` (``items``: null, or a list whose items do)."""
     fix = spec.fix or f"e.g. {option}={spec.example}"
-    if not spec.items:
-        problem = spec.problem(value)
-        if problem:
-            raise UserError(option, problem, fix)
+    if spec.items and value is None:
         return
-    if value is None:
-        return
-    if not isinstance(value, list):
+    if spec.items and not isinstance(value, list):
         raise UserError(option, f"must be a list, got {value!r}", fix)
-    for i, item in enumerate(value):
-        problem = spec.problem(item)
-        if problem:
-            raise UserError(f"{option}[{i}]", problem, fix)
-    if spec.length is not None and len(value) != spec.length:
+    named = {f"{option}[{i}]": v for i, v in enumerate(value)} if spec.items else {option: value}
+    for name, item in named.items():
+        if problem := spec.problem(item):
+            raise UserError(name, problem, fix)
+    if spec.items and spec.length is not None and len(value) != spec.length:
         raise UserError(option, f"must be a list of {spec.length}, got {len(value)}: {value!r}", fix)
 
 
 def check_options(c: dict, image: bool) -> None:
-    """Every option of :data:`OPTIONS` that this task (``image`` or not) uses."""
+    """Every option of :data:`OPTIONS` that this task uses, unless an option (``trainer.fast_dev_run``) makes
+    it unused."""
     task = IMAGE if image else SEQUENCE
     for option, spec in OPTIONS.items():
         value = lookup(c, option)
-        if value is not ABSENT and _used(c, spec, task):
+        exempt = ABSENT if spec.unless is None else lookup(c, spec.unless)
+        if value is not ABSENT and spec.task in (None, task) and (exempt is ABSENT or not exempt):
             check_value(option, spec, value)
-
-
-def _used(c: dict, spec: Spec, task: str) -> bool:
-    """Whether ``task`` uses the option, and no option (``trainer.fast_dev_run``) makes it unused."""
-    if spec.task not in (None, task):
-        return False
-    exempt = ABSENT if spec.unless is None else lookup(c, spec.unless)
-    return exempt is ABSENT or not exempt
-
-
-#: the tasks vitpos.tasks.build.build knows (configs/task/<name>.yaml sets task.name)
-TASKS = ("classification", "sequence")
 
 
 def check_task(task) -> bool:
     """True for an image task, False for a sequence one; else a :class:`UserError` naming ``task.name``,
     before the run folder exists (:func:`vitpos.tasks.build.build` refuses it only after)."""
     name = task.get("name") if isinstance(task, dict) else None
-    if name not in TASKS:
-        raise UserError("task.name", f"unknown task {name!r}", f"valid: {', '.join(TASKS)} (task=...)")
+    if name not in ("classification", "sequence"):  # the tasks vitpos.tasks.build.build knows (configs/task/)
+        raise UserError("task.name", f"unknown task {name!r}", "valid: classification, sequence (task=...)")
     return name != "sequence"
 
 
@@ -361,29 +333,15 @@ def check_needed(c: dict, image: bool) -> None:
             raise UserError(option, f"missing, and the {'image' if image else 'sequence'} task needs it", fix)
 
 
-#: the config keys that become folder names under run.root (runs/<group>/<model>/<label>-<hash>/seed<k>)
-RUN_FOLDER_KEYS = ("group", "model", "label")
-
-
-def check_folder_name(option: str, value) -> None:
-    """The one check of every run-folder component: a plain name, nothing that leaves ``run.root``."""
-    text = str(value)
-    if not text or text in (".", "..") or "/" in text or "\\" in text or text.startswith("~") or "\0" in text:
-        raise UserError(
-            option,
-            f"must be a plain folder name, got {text!r}",
-            "no '/', '..' or absolute path; use run.root=DIR to choose where runs go",
-        )
-
-
 def check_run_names(run: dict) -> None:
     """``run.group``, ``run.model`` and ``run.label`` become folder names under ``run.root``
+    (runs/<group>/<model>/<label>-<hash>/seed<k>): plain names, nothing that leaves ``run.root``
     (null ``model``/``label``: the model config's name, the encoding's)."""
-    for key in RUN_FOLDER_KEYS:
-        value = run.get(key)
-        if value is None and key != "group":
-            continue
-        check_folder_name(f"run.{key}", value)
+    for key in [k for k in ("group", "model", "label") if k == "group" or run.get(k) is not None]:
+        text = str(run.get(key))
+        if not text or text in (".", "..") or any(ch in text for ch in "/\\\0") or text.startswith("~"):
+            fix = "no '/', '..' or absolute path; use run.root=DIR to choose where runs go"
+            raise UserError(f"run.{key}", f"must be a plain folder name, got {text!r}", fix)
 
 
 def check_threads(threads) -> None:
@@ -395,21 +353,15 @@ def check_threads(threads) -> None:
             raise ValueError(threads)
         resolve_threads(threads)
     except ValueError as err:
-        raise UserError(
-            "threads", f"{threads!r} is not a thread count", "valid: auto, a positive integer, or null"
-        ) from err
-
-
-def trainer_options() -> set[str]:
-    """The keyword arguments of ``lightning.pytorch.Trainer``."""
-    from lightning.pytorch import Trainer
-
-    return set(inspect.signature(Trainer.__init__).parameters) - {"self"}
+        fix = "valid: auto, a positive integer, or null"
+        raise UserError("threads", f"{threads!r} is not a thread count", fix) from err
 
 
 def check_trainer_keys(trainer: dict) -> None:
-    """A key Lightning does not take is refused with the closest one it does."""
-    valid = trainer_options()
+    """A key ``lightning.pytorch.Trainer`` does not take is refused with the closest one it does."""
+    from lightning.pytorch import Trainer
+
+    valid = set(inspect.signature(Trainer.__init__).parameters) - {"self"}
     for key in trainer:
         if key not in valid:
             close = difflib.get_close_matches(key, sorted(valid), n=1)

@@ -22,9 +22,7 @@ def run_main(main: Callable[[list[str] | None], int | None], argv: list[str] | N
     """``sys.exit(main(argv))``, but an :class:`InputError` prints ``error: <message>`` and exits 2 (no traceback)."""
     try:
         code = main(argv)
-    except Exception as err:  # noqa: BLE001 (filtered just below; everything else re-raised)
-        if not isinstance(err, InputError):
-            raise
+    except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     sys.exit(code or 0)
@@ -39,22 +37,16 @@ KNOWN_WARNINGS = (
     (r".*module\(s\) in eval mode at the start of training.*", "the EMA copy (task.ema_decay) is never trained"),
 )
 
-
+RANK_ZERO = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 #: Lightning's litlogger/tensorboardX tip and its ``Loading `train_dataloader` to estimate ...``: always dropped
 ADVERT = re.compile(r".*(litlogger|tensorboardX|to estimate number of stepping)", re.S)
-
-
 #: dropped without a GPU only (:func:`device_line` says it in one line): Lightning's device and AMP
 #: lines, torch's CUDA_HOME note (cpp_extension, imported by torch.compile)
 LIGHTNING_DEVICE_LINES = re.compile(
     r"(GPU|TPU|HPU|IPU) available: False\b|Using (16bit|bfloat16) Automatic Mixed Precision \(AMP\)$"
 )
-NO_GPU_LINES = {
-    "lightning.pytorch.utilities.rank_zero": LIGHTNING_DEVICE_LINES,
-    "lightning.fabric.utilities.rank_zero": LIGHTNING_DEVICE_LINES,
-    "torch.utils.cpp_extension": re.compile(r"No CUDA runtime is found"),
-}
-RANK_ZERO = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+NO_GPU_LINES = dict.fromkeys(RANK_ZERO, LIGHTNING_DEVICE_LINES)
+NO_GPU_LINES["torch.utils.cpp_extension"] = re.compile(r"No CUDA runtime is found")
 
 
 class DropLines(logging.Filter):
@@ -102,16 +94,7 @@ class _Stderr(logging.StreamHandler):
     """Writes to the current ``sys.stderr``, not the one at creation: a swapped one (``capsys``,
     ``redirect_stderr``) gets the ``vitpos`` lines and a closed one is never used."""
 
-    def __init__(self):
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value) -> None:  # logging.StreamHandler.__init__ assigns it
-        pass
+    stream = property(lambda self: sys.stderr, lambda self, _value: None)  # StreamHandler.__init__ assigns it
 
 
 def quiet_console() -> None:

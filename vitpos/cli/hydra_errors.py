@@ -19,11 +19,7 @@ from omegaconf.errors import ValidationError
 from vitpos.checks.options import check_launcher
 from vitpos.errors import UserError
 
-MISSING_CONFIG = re.compile(r"Could not (?:find|load) '([\w/]+)/([^']+)'")
-AVAILABLE = re.compile(r"Available options in '[\w/]+':\n((?:\t.*\n?)+)")  # Hydra's list of a group's configs
 NULL_GROUP = "Config group override must be a string or a list"  # optim=null: Hydra's ValueError
-HYDRA_SWEEP = "Sweeping over Hydra's configuration is not supported"
-BAD_KEY = (re.compile(r"Could not (?:override|append to) '([^']+)'"), re.compile(r"full_key: (\S+)"))
 
 
 def override_error(err: Exception, configs: Path, words: list[str] = ()) -> UserError:
@@ -35,36 +31,31 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
         return _null_group(words, configs) or UserError("command line", NULL_GROUP, "python train.py --help")
     if isinstance(err, OverrideParseException) and err.override:
         return _unparsable(err.override)
-    if HYDRA_SWEEP in text:  # -m hydra.launcher.n_jobs=1,2
+    if "Sweeping over Hydra's configuration is not supported" in text:  # -m hydra.launcher.n_jobs=1,2
         key = text.rpartition("'")[0].rpartition("'")[2].partition("=")[0]
         return UserError(key, "Hydra sweeps the run's options, not its own", f"one sweep per value: {key}=<value>")
-    missing = MISSING_CONFIG.search(text)
+    missing = re.search(r"Could not (?:find|load) '([\w/]+)/([^']+)'", text)
     if missing:
-        listed = AVAILABLE.search(text)
-        hydras = listed.group(1).split() if listed else None
-        return _missing_config(*missing.groups(), configs, hydras)
+        return _missing_config(*missing.groups(), configs, text)
     typed = _cause(err, lambda e: isinstance(e, ValidationError))
     if typed is not None and getattr(typed, "full_key", None):
         return _wrong_type(str(typed.full_key), typed, words)
-    bad = BAD_KEY[0].search(text) or BAD_KEY[1].search(text)
+    bad = re.search(r"Could not (?:override|append to) '([^']+)'", text) or re.search(r"full_key: (\S+)", text)
     if bad:
         key = bad.group(1).lstrip("+~")
         section, _, leaf = key.rpartition(".")
         known = [k for k in known_keys(err, key) if not k.startswith("_")]  # _target_: the class, no option
         close = difflib.get_close_matches(leaf, known, n=1)
         prefix = section + "." if section else ""
-        if close:
-            hint = f"did you mean {prefix}{close[0]}?"
-        elif key.startswith("hydra."):  # a section of Hydra's (hydra.launcher): its options are the class's
-            hint = f"valid: {', '.join(prefix + k for k in known)}" if known else f"{section} has none here"
+        valid = f"valid: {', '.join(prefix + k for k in known)}"
+        if not close and key.startswith("hydra."):  # a section of Hydra's (hydra.launcher): its options are the class's
+            hint = valid if known else f"{section} has none here"
             if not known and section == "hydra.launcher":  # Hydra's basic launcher: the default
                 hint = "the launcher chosen takes none; hydra/launcher=vitpos_local, vitpos_slurm or joblib take some"
             return UserError(key, "no such option", f"{hint}; python train.py --cfg hydra lists them")
-        else:
-            hint = f"valid: {', '.join(prefix + k for k in known)}" if known else "see configs/train.yaml"
+        hint = f"did you mean {prefix}{close[0]}?" if close else valid if known else "see configs/train.yaml"
         return UserError(key, "no such option", f"{hint}; +{key}=... adds a new key")
-    first = " ".join(text.split())
-    return UserError("command line", first[:300], "python train.py --help")
+    return UserError("command line", " ".join(text.split())[:300], "python train.py --help")
 
 
 def _unparsable(override: str) -> UserError:
@@ -90,17 +81,17 @@ def _null_group(words: list[str], configs: Path) -> UserError | None:
     for word in words:
         group, _, value = word.lstrip("+~").partition("=")
         if value == "null" and (configs / group).is_dir():
-            options = config_names(configs, group)
-            fix = f"leave {group}= out for its default, or pick one of: {', '.join(options)}"
+            fix = f"leave {group}= out for its default, or pick one of: {', '.join(config_names(configs, group))}"
             return UserError(group, "a config group cannot be set to null on the command line", fix)
     return None
 
 
-def _missing_config(group: str, name: str, configs: Path, listed: list[str] | None = None) -> UserError:
-    """``<group>=<name>`` names no config: list the names Hydra ``listed`` (for ``hydra/launcher``, its
+def _missing_config(group: str, name: str, configs: Path, text: str) -> UserError:
+    """``<group>=<name>`` names no config: list the names Hydra listed in ``text`` (for ``hydra/launcher``, its
     plugins' too), else the group's folder, which needs no torch (``encoding``'s are the registry names;
     whether one suits images or sequences is the config check's job)."""
-    options = listed or config_names(configs, group)
+    listed = re.search(r"Available options in '[\w/]+':\n((?:\t.*\n?)+)", text)
+    options = (listed.group(1).split() if listed else []) or config_names(configs, group)
     what = "encoding" if group == "encoding" else "config"
     return UserError(group, f"no {what} {name!r}", f"valid: {', '.join(options)}")
 
@@ -127,9 +118,8 @@ def _cause(err: BaseException | None, found) -> BaseException | None:
 
 
 def known_keys(err: BaseException, key: str) -> list[str]:
-    """The keys of the section holding ``key`` (``data`` for ``data.batch_sizee``), from the node in the
-    OmegaConf error that ``err`` wraps. Empty for a top-level key, a missing or non-mapping section, or
-    when the error does not say."""
+    """The keys of the section holding ``key`` (``data`` for ``data.batch_sizee``), from the node in the OmegaConf error
+    that ``err`` wraps. Empty for a top-level key, a missing or non-mapping section, or when the error does not say."""
     cause = _cause(err.__cause__, lambda e: hasattr(e, "parent_node"))
     node = getattr(cause, "parent_node", None)
     if "." not in key or not isinstance(node, DictConfig) or getattr(cause, "full_key", None) != key:

@@ -1,8 +1,7 @@
 """The ``key=value`` options of every ``python -m vitpos.*`` tool and ``bench`` (``train.py``'s go through Hydra).
 
-A tool declares its options as a dataclass of :func:`option` fields; :func:`parse_options` parses
-argv onto it with OmegaConf, whose structured config does the type checks, and :func:`help_text`
-builds ``--help`` from it.
+A tool declares its options as a dataclass of :func:`option` fields; :func:`parse_options` parses argv onto it with
+OmegaConf, whose structured config does the type checks, and :func:`help_text` builds ``--help`` from it.
 """
 
 from __future__ import annotations
@@ -22,18 +21,13 @@ from omegaconf import MISSING, OmegaConf, ValidationError
 
 from vitpos.errors import UserError
 
-HELP_WORDS = ("-h", "--help")
-GLOB = re.compile(r"[*?[]")
-INTERPOLATION = re.compile(r"(\\*)\$\{")  # ${ and the backslashes before it
-
 
 def option(default: Any = MISSING, help: str = "", *, metavar: str | None = None, **meta) -> Any:  # noqa: A002
     """A dataclass field that is a command-line option, with one line of ``help``.
 
-    ``metavar``: shown after ``key=`` (default: from the type). ``meta``: ``required=True`` (implied by
-    no default), ``repeat=True`` (``key=a key=b`` gives ``[a, b]``), ``words=True`` (a list also filled
-    by bare words, like a subcommand), ``choices=[...]``, ``default_text`` (for --help), ``example``
-    (shown in type errors)."""
+    ``metavar``: shown after ``key=`` (default: from the type). ``meta``: ``required=True`` (implied by no default),
+    ``repeat=True`` (``key=a key=b`` gives ``[a, b]``), ``words=True`` (a list also filled by bare words, like a
+    subcommand), ``choices=[...]``, ``default_text`` (for --help), ``example`` (shown in type errors)."""
     meta = {"help": help, "metavar": metavar, **meta}
     if default is MISSING:
         meta["required"] = True
@@ -52,23 +46,15 @@ class _Option:
         base = args[0] if self.optional and len(args) == 1 else hint
         origin = typing.get_origin(base)
         self.is_list, self.is_dict = origin is list, origin is dict or base is dict
+        self.label = f"{self.name}.<key>" if self.is_dict else self.name
         self.item = (typing.get_args(base) or (Any,))[0] if self.is_list else base
         self.raw = self.item is str  # paths and names: taken as typed, never parsed as YAML
         self.default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
 
-    @property
-    def label(self) -> str:
-        return f"{self.name}.<key>" if self.is_dict else self.name
-
     def metavar(self) -> str:
-        if self.meta.get("metavar"):
-            return self.meta["metavar"]
         names = {int: "INT", float: "FLOAT", bool: "true|false", str: "TEXT"}
-        if self.meta.get("choices"):
-            item = "|".join(map(str, self.meta["choices"]))
-        else:
-            item = names.get(self.item, "VALUE")
-        return f"[{item},...]" if self.is_list else item
+        item = "|".join(map(str, self.meta["choices"])) if self.meta.get("choices") else names.get(self.item, "VALUE")
+        return self.meta.get("metavar") or (f"[{item},...]" if self.is_list else item)
 
     def example(self) -> str:
         """A value for an error: the declared example, else the default, else one from the type."""
@@ -84,10 +70,9 @@ class _Option:
         return f"[{item}]" if self.is_list else item
 
     def describe(self) -> str:
-        names = {int: "an integer", float: "a number", bool: "true or false", str: "text"}
         if self.is_list:
             return {int: "a list of integers", float: "a list of numbers"}.get(self.item, "a list")
-        return names.get(self.item, "a value")
+        return {int: "an integer", float: "a number", bool: "true or false", str: "text"}.get(self.item, "a value")
 
 
 def _show(value) -> str:
@@ -108,16 +93,14 @@ def help_text(schema: type, prog: str, usage: str | None = None) -> str:
     """``usage: <prog> ...``, the schema's docstring, then one line per option."""
     opts = _options(schema)
     if usage is None:
-        words = [o for o in opts.values() if o.meta.get("words")]
-        lead = [f"[{o.name.upper().rstrip('S')} ...]" for o in words]
+        lead = [f"[{o.name.upper().rstrip('S')} ...]" for o in opts.values() if o.meta.get("words")]
         must = [f"{o.name}={o.metavar()}" for o in opts.values() if o.meta.get("required")]
         usage = " ".join([*lead, *must, "[key=value ...]"])
     rows = []
     for o in opts.values():
-        default = o.meta.get("default_text") or _show(o.default)
         extra = "; repeatable" if o.meta.get("repeat") else ""
-        tail = "(required)" if o.meta.get("required") else f"(default: {default})"
-        rows.append((f"{o.label}={o.metavar()}", f"{o.meta['help']}{extra} {tail}"))
+        end = "(required)" if o.meta.get("required") else f"(default: {o.meta.get('default_text') or _show(o.default)})"
+        rows.append((f"{o.label}={o.metavar()}", f"{o.meta['help']}{extra} {end}"))
     rows.append(("-h, --help", "show this help and exit"))
     width = min(max(len(r[0]) for r in rows) + 2, 30)
     lines = [f"usage: {prog} {usage}", "", inspect.cleandoc(schema.__doc__ or ""), ""]
@@ -127,19 +110,11 @@ def help_text(schema: type, prog: str, usage: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _yaml(text: str):
-    """``text`` parsed as OmegaConf parses ``key=value`` (3, 0.5, true, [16,24], null); unparsable text stays text."""
-    try:
-        return OmegaConf.to_container(OmegaConf.from_dotlist([f"value={text}"]))["value"]
-    except Exception:  # noqa: BLE001 (a YAML syntax error: then it is plain text)
-        return text
-
-
 def _literal(value):
     """``value`` with ``${`` escaped: the structured config would read ``${...}`` as an interpolation (and may
     fail). Backslashes before it are doubled, as OmegaConf reads ``\\${`` as a backslash and an interpolation."""
     if isinstance(value, str):
-        return INTERPOLATION.sub(lambda m: m.group(1) * 2 + "\\${", value)
+        return re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
     if isinstance(value, list):
         return [_literal(v) for v in value]
     if isinstance(value, dict):
@@ -154,17 +129,19 @@ def _value(o: _Option, text: str):
         return _literal([text])
     if o.raw:
         return None if o.optional and text in ("null", "none", "None") else _literal(text)
-    value = _literal(_yaml(text))
+    try:  # as OmegaConf parses key=value: 3, 0.5, true, [16,24], null
+        value = _literal(OmegaConf.to_container(OmegaConf.from_dotlist([f"value={text}"]))["value"])
+    except Exception:  # noqa: BLE001 (a YAML syntax error: then it is plain text)
+        value = _literal(text)
     return [value] if o.is_list and value is not None and not isinstance(value, list) else value
 
 
 def _named(text: str) -> str:
-    """``text`` as an error names it: quoted (``''``, ``'a b'``) if empty or holding whitespace or control
-    characters, so the error stays one line."""
+    """``text`` as a one-line error names it: quoted if empty or holding whitespace or control characters."""
     return text if text and text.isprintable() and not any(c.isspace() for c in text) else repr(text)
 
 
-def _bare_word(word: str, opts: dict[str, _Option]) -> UserError:
+def _bare_word(word: str, opts: dict[str, _Option], words: _Option | None) -> UserError:
     """The error for a word without ``=``, saying how to write it as ``key=value``."""
     valid = ", ".join(o.label for o in opts.values())
     if not word.strip():  # '' or ' ': a stray quote or an empty variable in the shell
@@ -173,8 +150,7 @@ def _bare_word(word: str, opts: dict[str, _Option]) -> UserError:
         name = word.lstrip("-").replace("-", "_")
         fix = f"write {name}={opts[name].example()}" if name in opts else f"valid keys: {valid}"
         return UserError(_named(word), "expected key=value", f"{fix}; --help for the usage")
-    words = next((o for o in opts.values() if o.meta.get("words")), None)
-    if words is not None:  # a misspelt subcommand
+    if words is not None:  # a misspelt subcommand (``words``: the option bare words fill)
         choices = words.meta.get("choices") or []
         return UserError(_named(word), f"unknown {words.name.rstrip('s')}", _closest(word, choices))
     first = next(iter(opts.values()))  # the main option comes first: runs=, ckpt=
@@ -202,7 +178,7 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
     prints :func:`help_text` and exits 0. A repeated key keeps its last value, as in Hydra, unless it
     is ``repeat``. An unknown key, a wrong type or a missing required option raises :class:`UserError`."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if any(word in HELP_WORDS for word in argv):
+    if any(word in ("-h", "--help") for word in argv):
         print(help_text(schema, prog, usage))
         raise SystemExit(0)
     opts = _options(schema)
@@ -215,7 +191,7 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
             cfg[words.name] = [*cfg[words.name], word]  # a bare word: a subcommand (bench's parts)
             continue
         if not sep:
-            raise _bare_word(word, opts)
+            raise _bare_word(word, opts, words)
         root, _, rest = key.partition(".")
         o, name = opts.get(root), _named(key)
         if o is not None and o.is_dict and not rest:
@@ -246,10 +222,7 @@ def expand_paths(option_name: str, values: list[str]) -> list[Path]:
     paths: list[Path] = []
     for text in values:
         text = os.path.expanduser(str(text))
-        if not GLOB.search(text):
-            paths.append(Path(text))
-            continue
-        matches = sorted(glob.glob(text, recursive=True))
+        matches = sorted(glob.glob(text, recursive=True)) if re.search(r"[*?[]", text) else [text]
         if not matches:
             raise UserError(f"{option_name}={text}", "no file or folder matches this pattern",
                             "check the path; the tool expands * ? [...] itself")  # fmt: skip

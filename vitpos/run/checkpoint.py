@@ -33,8 +33,7 @@ def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
     A glob pattern is expanded here (bash leaves patterns inside ``key=value`` alone); a folder gives
     every ``last.ckpt`` below it, sorted; a file is taken as named (:func:`load_checkpoint` checks it).
     A missing path, a pattern matching nothing, or folders without a ``last.ckpt`` raise :class:`UserError`."""
-    found: list[Found] = []
-    seen: set[Path] = set()
+    found: dict[Path, Found] = {}  # by the file it names, the first name kept
     for value in values:
         paths, hits = expand_paths(option, [value]), []
         for p in paths:
@@ -47,10 +46,8 @@ def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
         if not hits:  # only folders, none holding a checkpoint
             raise UserError(f"{option}={paths[0]}", f"no {LAST} in this folder", SEARCH_FIX)
         for hit in hits:
-            if (key := hit.path.resolve()) not in seen:
-                seen.add(key)
-                found.append(hit)
-    return found
+            found.setdefault(hit.path.resolve(), hit)
+    return list(found.values())
 
 
 def newest_checkpoint(value: str, doing: str) -> Path:
@@ -64,11 +61,9 @@ def newest_checkpoint(value: str, doing: str) -> Path:
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    """The checkpoint at ``path`` as a dict, loaded on the CPU with ``weights_only=True``.
-
-    Raises :class:`CheckpointError` when the file is missing, truncated or corrupt, needs arbitrary
-    Python objects to unpickle, or lacks the ``hyper_parameters.cfg`` the tools rebuild the model from.
-    """
+    """The checkpoint at ``path`` as a dict, loaded on the CPU with ``weights_only=True``; a :class:`CheckpointError`
+    when the file is missing, truncated or corrupt, needs arbitrary Python objects to unpickle, or lacks the
+    ``hyper_parameters.cfg`` the tools rebuild the model from."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"ckpt={path}: a folder, not a checkpoint file; pass {example_checkpoint(path)}")
@@ -97,13 +92,11 @@ def load_checkpoint(path: str | Path) -> dict:
 
 def example_checkpoint(folder: Path) -> str:
     """The first ``last.ckpt`` below ``folder``, for a message that asked for a file and got a folder."""
-    inside = min(folder.rglob(LAST), default=None)
-    return str(inside) if inside else f"{folder}/<run folder>/checkpoints/{LAST}"
+    return str(min(folder.rglob(LAST), default=f"{folder}/<run folder>/checkpoints/{LAST}"))
 
 
 def task_kind(cfg: dict) -> str:
     """``"len"`` for a sequence run, ``"res"`` for an image run (older configs lack ``task``)."""
     task = (cfg.get("task") or {}).get("name")
-    if task is None:
-        task = "sequence" if "train_len" in (cfg.get("data") or {}) else "classification"
-    return "len" if task == "sequence" else "res"
+    sequence = task == "sequence" or (task is None and "train_len" in (cfg.get("data") or {}))
+    return "len" if sequence else "res"

@@ -21,7 +21,7 @@ import os
 import shutil
 import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from vitpos.errors import InputError, UserError
@@ -30,6 +30,7 @@ from vitpos.run.process import process_alive, start_time
 
 LOCK = ".lock"
 RANK_VARIABLES = ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK")  # torchrun / srun / Lightning
+IN_USE_FIX = "wait for it to finish, or pass seed=<k> or run.label=<name> for another run"
 
 
 def is_main_process() -> bool:
@@ -45,23 +46,13 @@ def read_lock(folder: Path) -> dict | None:
     return body if isinstance(body, dict) and isinstance(body.get("pid"), int) else None
 
 
-def acquire(
-    folder: Path,
-    option: str = "run folder",
-    fix: str = "wait for it to finish, or pass seed=<k> or run.label=<name> for another run",
-    command: str = "train.py",
-) -> Path:
+def acquire(folder: Path, option: str = "run folder", fix: str = IN_USE_FIX, command: str = "train.py") -> Path:
     """Lock ``folder`` (a run folder, or a sweep's ``hydra.sweep.dir``); refuse if a live process holds it."""
     holder = read_lock(folder)
-    if holder is not None and holder["pid"] != os.getpid():
-        same_host = holder.get("host") == socket.gethostname()
-        if not same_host or process_alive(holder["pid"], holder.get("started")):  # else stale
-            raise UserError(
-                option,
-                f"{folder} is in use by process {holder['pid']} on {holder.get('host', '?')} "
-                f"(started {holder.get('command', 'the same run')})",
-                fix,
-            )
+    if holder is not None and holder["pid"] != os.getpid():  # a dead holder on this host: stale, taken over
+        if holder.get("host") != socket.gethostname() or process_alive(holder["pid"], holder.get("started")):
+            who = f"{holder['pid']} on {holder.get('host', '?')} (started {holder.get('command', 'the same run')})"
+            raise UserError(option, f"{folder} is in use by process {who}", fix)
     body = {"pid": os.getpid(), "started": start_time(os.getpid()), "host": socket.gethostname(), "command": command}
     return atomic_write_text(folder / LOCK, json.dumps(body) + "\n")
 
@@ -69,10 +60,8 @@ def acquire(
 def release(folder: Path) -> None:
     holder = read_lock(folder)
     if holder is not None and holder["pid"] == os.getpid():
-        try:
+        with suppress(OSError):  # read-only now: the lock goes stale at exit
             (folder / LOCK).unlink(missing_ok=True)
-        except OSError:  # read-only now: the lock goes stale at exit
-            pass
 
 
 def holds_results(folder: Path) -> bool:
@@ -113,22 +102,18 @@ def claim(folder: Path, root: Path) -> Iterator[None]:
             folder.mkdir(parents=True, exist_ok=True)
             acquire(folder)
         except OSError as error:  # read-only or full run.root
-            fault = disk_fault(error, folder)
-            if fault is None:
+            if (fault := disk_fault(error, folder)) is None:
                 raise
             raise fault from error
     try:
         yield
     except Exception as error:  # bad input or an early crash
-        if main:
-            release(folder)
-            if not existed and folder.exists() and not holds_results(folder):
-                shutil.rmtree(folder, ignore_errors=True)
-                remove_empty_parents(folder, root)
-                why = "nothing trained" if isinstance(error, InputError) else "failed before its first checkpoint"
-                logging.getLogger("vitpos").info("(%s: the run folder %s was removed again)", why, folder)
-        fault = disk_fault(error, folder)
-        if fault is not None:
+        if main and not existed and folder.exists() and not holds_results(folder):  # its lock goes in `finally`
+            shutil.rmtree(folder, ignore_errors=True)
+            remove_empty_parents(folder, root)
+            why = "nothing trained" if isinstance(error, InputError) else "failed before its first checkpoint"
+            logging.getLogger("vitpos").info("(%s: the run folder %s was removed again)", why, folder)
+        if (fault := disk_fault(error, folder)) is not None:
             raise fault from error
         raise
     finally:

@@ -3,10 +3,9 @@
     runs/<group>/<model>/<label>-<hash>/seed<k>
     e.g. runs/cifar10/vit_micro/sincos_2d-3fa9c1/seed0
 
-``group`` is ``run.group`` (the data set's name by default, ``debug`` for the debug configs, the
-experiment's name for sweeps), ``model`` the chosen ``model=...``, ``label`` the encoding
-(``@strategy`` when not its default; ``run.label`` overrides it) and ``hash`` six hex digits of
-everything else that defines the run (:func:`identity`).
+``group`` is ``run.group`` (the data set's name by default, ``debug`` for the debug configs, the experiment's name for
+sweeps), ``model`` the chosen ``model=...``, ``label`` the encoding (``@strategy`` when not its default; ``run.label``
+overrides it) and ``hash`` six hex digits of everything else that defines the run (:func:`identity`).
 
 Every run is hashed, not only non-default ones: two configurations never share a folder, the same
 command always maps to the same folder (so it resumes), and the seeds of one configuration sit side
@@ -34,9 +33,6 @@ from vitpos.sizes import compact
 
 #: sections that define a run (hashed, compared by ``resume=auto``); which keys count: vitpos/checks/options.py
 RUN_DEFINING = ("model", "encoding", "data", "optim", "task", "trainer")
-#: image sizes, hashed as vitpos.sizes.compact writes them: [32, 32] is the run 32 is, "HxW" otherwise
-SIZE_KEYS = ("img_size", "native_size")
-MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "model"
 
 
 def identity(cfg: DictConfig | dict) -> dict:
@@ -170,7 +166,7 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str | None:
 
 
 def _compact_sizes(data: dict) -> dict:
-    """``data`` with its image sizes (:data:`SIZE_KEYS`, ``train_sizes``) in :func:`vitpos.sizes.compact` form."""
+    """``data``'s image sizes as :func:`vitpos.sizes.compact` writes them: [32, 32] is the run 32 is, else "HxW"."""
 
     def one(value):
         try:
@@ -178,7 +174,7 @@ def _compact_sizes(data: dict) -> dict:
         except ValueError:
             return value
 
-    out = {**data, **{key: one(data[key]) for key in SIZE_KEYS if data.get(key) is not None}}
+    out = {**data, **{key: one(data[key]) for key in ("img_size", "native_size") if data.get(key) is not None}}
     if isinstance(data.get("train_sizes"), list):
         out["train_sizes"] = [one(s) for s in data["train_sizes"]]
     return out
@@ -207,10 +203,8 @@ def model_name(cfg: DictConfig) -> str:
     if cfg.run.get("model"):
         return str(cfg.run.model)
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    for path in sorted(MODEL_CONFIGS.glob("*.yaml")):
-        if OmegaConf.to_container(OmegaConf.load(path)) == model:
-            return path.stem
-    return "custom"
+    configs = sorted((Path(__file__).resolve().parents[2] / "configs" / "model").glob("*.yaml"))
+    return next((path.stem for path in configs if OmegaConf.to_container(OmegaConf.load(path)) == model), "custom")
 
 
 def run_dir(cfg: DictConfig) -> Path:
@@ -230,13 +224,13 @@ def next_commands(
 
     The tools get ``best`` (the checkpoint ``test/acc`` scored; ``last.ckpt`` may differ) so their numbers
     match the printed ones; a non-default ``test_subset`` is spelled out, though extrapolation reads the run's own."""
-    runs = folder.parents[3] if len(folder.parents) > 3 else folder.parent
-    group = folder.parents[2] if len(folder.parents) > 2 else folder.parent
+    runs, group = (folder.parents[i] if len(folder.parents) > i else folder.parent for i in (3, 2))
     ckpt = Path(best) if best else folder / "checkpoints" / "last.ckpt"
     if ckpt.is_absolute() and not folder.is_absolute() and ckpt.is_relative_to(Path.cwd()):
         ckpt = ckpt.relative_to(Path.cwd())  # as the run folder is printed
     plugin = f" module={module}" if module else ""  # a plug-in: the tools load it only when told
-    subset = "" if task == "sequence" or test_subset == TEST_SUBSET else f" test_subset={_word(test_subset)}"
+    word = "null" if test_subset is None else test_subset
+    subset = "" if task == "sequence" or test_subset == TEST_SUBSET else f" test_subset={word}"
     lines = [
         "next:",
         f"  tensorboard --logdir {runs}",
@@ -246,8 +240,3 @@ def next_commands(
     if task != "sequence":
         lines.append(f"  python -m vitpos.viz ckpt={ckpt}{plugin} out={folder}/viz")
     return "\n".join(lines)
-
-
-def _word(value) -> str:
-    """A value as a ``key=value`` word: ``null`` for None."""
-    return "null" if value is None else str(value)

@@ -38,27 +38,19 @@ def process_alive(pid: int, started: int | None = None) -> bool:
         return False
     except PermissionError:  # alive, owned by another user
         pass
-    fields = stat_fields(pid)
-    if fields is None:  # no /proc: os.kill's word
+    if (fields := stat_fields(pid)) is None:  # no /proc: os.kill's word
         return True
-    if fields[0] in GONE:
-        return False
-    return started is None or len(fields) <= 19 or fields[19] == str(started)
+    return fields[0] not in GONE and (started is None or len(fields) <= 19 or fields[19] == str(started))
 
 
 def child_pids() -> list[int]:
     """The live direct children of this process (a joblib sweep's workers)."""
-    me = str(os.getpid())
     try:
-        entries = [e.name for e in os.scandir(PROC) if e.name.isdigit()]
+        pids = [int(e.name) for e in os.scandir(PROC) if e.name.isdigit()]
     except OSError:
         return []
-    found = []
-    for name in entries:
-        fields = stat_fields(int(name))
-        if fields is not None and fields[1] == me and fields[0] not in GONE:
-            found.append(int(name))
-    return found
+    me = str(os.getpid())
+    return [pid for pid in pids if (fields := stat_fields(pid)) and fields[1] == me and fields[0] not in GONE]
 
 
 def ignores(pid: int, signum: int) -> bool:
@@ -69,5 +61,4 @@ def ignores(pid: int, signum: int) -> bool:
     except OSError:
         return False
     bit = 1 << (int(signum) - 1)
-    masks = [int(line.split()[1], 16) for line in lines if line.startswith(("SigIgn:", "SigBlk:"))]
-    return any(mask & bit for mask in masks)
+    return any(int(line.split()[1], 16) & bit for line in lines if line.startswith(("SigIgn:", "SigBlk:")))

@@ -18,14 +18,11 @@ from vitpos.run.checkpoint import example_checkpoint, load_checkpoint
 from vitpos.run.identity import identity
 from vitpos.run.status import read_status
 
-log = logging.getLogger("vitpos")
-
 
 def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two plain configs."""
-    keys = sorted(set(saved) | set(current))
     out = []
-    for k in keys:
+    for k in sorted(set(saved) | set(current)):
         a, b = saved.get(k), current.get(k)
         if isinstance(a, dict) and isinstance(b, dict):
             out += config_differences(a, b, f"{prefix}{k}.")
@@ -34,8 +31,6 @@ def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str
     return out
 
 
-#: sections whose mismatch no ``resume`` value can override
-WEIGHTS_DEFINING = ("task", "model", "encoding")
 #: fix for a run folder's own ``last.ckpt`` that cannot be continued
 OWN_FIX = "delete it to train this run from the start, or pass resume=false run.label=<name> for a new run beside it"
 
@@ -55,36 +50,28 @@ def read_resumable(path: Path, fix: str) -> dict:
 
 
 def other_weights(saved: dict, cfg: DictConfig) -> str | None:
-    """The first :data:`WEIGHTS_DEFINING` difference between ``saved`` and ``cfg``, e.g.
-    ``"task: 'sequence' there, 'classification' now"``; None when the weights fit."""
+    """The first difference between ``saved`` and ``cfg`` that no ``resume`` value can override, e.g.
+    ``"another task (task: 'sequence' there, 'classification' now)"``; None when the weights fit."""
     theirs, current = identity(saved), identity(cfg)
-    for section in WEIGHTS_DEFINING:
+    for section in ("task", "model", "encoding"):
         a, b = theirs.get(section) or {}, current.get(section) or {}
-        if section != "model":  # the task and the encoding by name
-            if a.get("name") != b.get("name"):
-                return f"{section}: {a.get('name')!r} there, {b.get('name')!r} now"
-            continue
-        for key in sorted(set(a) | set(b)):  # ignore regularizers (drop_path, ...)
-            if "drop" not in key and a.get(key) != b.get(key):
-                return f"model.{key}: {a.get(key)!r} there, {b.get(key)!r} now"
+        # the task and the encoding by name, the model by every key but its regularizers (drop_path, ...)
+        keys = sorted(k for k in set(a) | set(b) if "drop" not in k) if section == "model" else ["name"]
+        for key in keys:
+            if a.get(key) != b.get(key):
+                where = f"model.{key}" if section == "model" else section
+                return f"another {section} ({where}: {a.get(key)!r} there, {b.get(key)!r} now)"
     return None
-
-
-def kind_of(difference: str) -> str:
-    """The section (``task``, ``model``, ``encoding``) an :func:`other_weights` answer names."""
-    return difference.split(":")[0].split(".")[0]
 
 
 def check_same_run(cfg: DictConfig, last: Path, checkpoint: dict | None = None) -> None:
     """Refuse ``last`` if its run-defining config (:func:`vitpos.run.identity.identity`, what the folder
     hash covers) differs. The fix offers ``resume=true`` only when the weights fit (:func:`other_weights`)."""
     saved = (checkpoint or read_resumable(last, OWN_FIX))["hyper_parameters"]["cfg"]
-    diffs = config_differences(identity(saved), identity(cfg))
-    if not diffs:
+    if not (diffs := config_differences(identity(saved), identity(cfg))):
         return
-    other = other_weights(saved, cfg)
-    if other:  # resume=true would fail too
-        raise UserError("resume", f"{last} holds a checkpoint of another {kind_of(other)} ({other})", OWN_FIX)
+    if other := other_weights(saved, cfg):  # resume=true would fail too
+        raise UserError("resume", f"{last} holds a checkpoint of {other}", OWN_FIX)
     raise UserError(
         "resume",
         f"{last} belongs to a run with another configuration ({'; '.join(diffs[:3])}"
@@ -96,9 +83,8 @@ def check_same_run(cfg: DictConfig, last: Path, checkpoint: dict | None = None) 
 def check_continuable(checkpoint: dict, path: Path, cfg: DictConfig, fix: str) -> None:
     """Refuse, before the Trainer starts, a checkpoint Lightning could not continue: another task,
     model or encoding (a size-mismatch traceback later), or weights without optimizer and loop state."""
-    other = other_weights(checkpoint["hyper_parameters"]["cfg"], cfg)
-    if other:
-        raise UserError("resume", f"{path} was trained with another {kind_of(other)} ({other})", fix)
+    if other := other_weights(checkpoint["hyper_parameters"]["cfg"], cfg):
+        raise UserError("resume", f"{path} was trained with {other}", fix)
     if "pytorch-lightning_version" not in checkpoint or "optimizer_states" not in checkpoint:
         raise UserError("resume", f"{path} holds weights only, not a training state to continue", fix)
 
@@ -106,8 +92,7 @@ def check_continuable(checkpoint: dict, path: Path, cfg: DictConfig, fix: str) -
 def check_weights_fit(module, path: str | Path) -> None:
     """Refuse, before any file is written, a ``state_dict`` whose keys or shapes do not fit ``module`` (Lightning's
     strict load would fail midway), e.g. a learned position table of another ``data.img_size``."""
-    state = load_checkpoint(path)["state_dict"]
-    own = module.state_dict()
+    state, own = load_checkpoint(path)["state_dict"], module.state_dict()
     problems = [f"{k} missing" for k in own if k not in state]
     problems += [f"{k} not in this model" for k in state if k not in own]
     problems += [
@@ -126,8 +111,7 @@ def check_weights_fit(module, path: str | Path) -> None:
 
 def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
     """The checkpoint to continue from, per ``resume`` (see configs/train.yaml)."""
-    last = ckpt_dir / "last.ckpt"
-    mode = cfg.get("resume", "auto")
+    last, mode = ckpt_dir / "last.ckpt", cfg.get("resume", "auto")
     if mode in (None, False, "false", "never"):
         if ckpt_dir.exists() and any(ckpt_dir.iterdir()):
             raise UserError(
@@ -137,11 +121,8 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
             )
         return None
     if mode not in (True, "true", "auto"):  # resume=PATH
-        path = Path(str(mode))
-        checkpoint = read_resumable(path, "pass resume=PATH to a vitpos last.ckpt")
-        check_continuable(
-            checkpoint, path, cfg, "resume=PATH continues a checkpoint of the same task, model and encoding"
-        )
+        path, fix = Path(str(mode)), "resume=PATH continues a checkpoint of the same task, model and encoding"
+        check_continuable(read_resumable(path, "pass resume=PATH to a vitpos last.ckpt"), path, cfg, fix)
         return str(mode)
     if not last.exists():
         if mode != "auto":
@@ -151,7 +132,7 @@ def resume_path(cfg: DictConfig, ckpt_dir: Path) -> str | None:
     if mode == "auto":
         check_same_run(cfg, last, checkpoint)
     check_continuable(checkpoint, last, cfg, OWN_FIX)  # also for resume=true
-    log.info("resuming from %s", last)
+    logging.getLogger("vitpos").info("resuming from %s", last)
     return str(last)
 
 
@@ -161,8 +142,7 @@ def finished_run(cfg: DictConfig, out: Path) -> dict[str, float] | None:
     status, mode = read_status(out), cfg.get("resume", "auto")
     if status is None or mode not in (True, "true", "auto"):
         return None
-    last = out / "checkpoints" / "last.ckpt"
-    if last.exists() and mode == "auto":
+    if mode == "auto" and (last := out / "checkpoints" / "last.ckpt").exists():
         check_same_run(cfg, last)
     if status["status"] == "diverged":
         raise DivergenceError(

@@ -1,12 +1,11 @@
 """Stopping a run or a sweep on SIGINT (Ctrl-C) or SIGTERM: within seconds, at any phase, resumable.
 
-:func:`install` (by :class:`vitpos.run.sweep.SweepReport` while ``train.py`` runs) makes the first
-signal raise :class:`Stopped` in the job's process: a ``SystemExit`` (code 128 + signal), not a
-``KeyboardInterrupt``, so it passes every ``except Exception`` of Hydra and the sweep, and Lightning
-re-raises it instead of exiting 1. ``last.ckpt`` stays at the last finished epoch, so rerunning the
-command resumes exactly. With joblib workers (``hydra/launcher=joblib``) the main process forwards the
-signal and waits up to :data:`GRACE` s. Later signals are ignored (``kill -9`` remains). The main process
-prints how to resume and skips the final garbage collection, which after ``torch.compile`` took 5-30 s.
+:func:`install` (by :class:`vitpos.run.sweep.SweepReport` while ``train.py`` runs) makes the first signal raise
+:class:`Stopped` in the job's process: a ``SystemExit`` (code 128 + signal), not a ``KeyboardInterrupt``, so it passes
+every ``except Exception`` of Hydra and the sweep, and Lightning re-raises it instead of exiting 1. ``last.ckpt`` stays
+at the last finished epoch, so rerunning the command resumes exactly. With joblib workers (``hydra/launcher=joblib``)
+the main process forwards the signal and waits up to :data:`GRACE` s. Later signals are ignored (``kill -9`` remains).
+The main process prints how to resume and skips the final garbage collection, which after ``torch.compile`` took 5-30 s.
 
 Outside ``train.py``'s Hydra app the handler defers to the one it replaced. An error raised after a
 stop (e.g. a killed ``g++``) is part of the stop: :func:`stopping` tells the sweep.
@@ -15,6 +14,7 @@ stop (e.g. a killed ``g++``) is part of the stop: :func:`stopping` tells the swe
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import os
 import shlex
@@ -52,7 +52,6 @@ def stopping() -> int | None:
 
 
 def raise_if_stopped() -> None:
-    """Raise :class:`Stopped` when a signal has stopped this process."""
     if _stop is not None:
         raise Stopped(_stop)
 
@@ -64,8 +63,7 @@ def install(owner: bool = False, jobs_elsewhere: bool = False) -> None:
     if threading.current_thread() is not threading.main_thread():
         return  # signal handlers belong to the main thread
     for signum in SIGNALS:
-        current = signal.getsignal(signum)
-        if current is not _on_signal:
+        if (current := signal.getsignal(signum)) is not _on_signal:
             _previous[signum] = current
             signal.signal(signum, _on_signal)
     _owner, _jobs_elsewhere = _owner or owner, _jobs_elsewhere or jobs_elsewhere
@@ -124,10 +122,8 @@ def wind_down(signum: int, grace: float = GRACE) -> None:
     skipping children that ignore it (resource trackers)."""
     children = [pid for pid in child_pids() if not ignores(pid, signum)]
     for pid in children:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + grace
     while any(process_alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -135,8 +131,7 @@ def wind_down(signum: int, grace: float = GRACE) -> None:
 
 def _leave_after_job(code: int) -> None:
     """Exit this worker once its stopped job has left Hydra's ``run_job`` (its folder released)."""
-    main = threading.main_thread().ident
-    while in_hydra(sys._current_frames().get(main), ("run_job",)):
+    while in_hydra(sys._current_frames().get(threading.main_thread().ident), ("run_job",)):
         time.sleep(0.05)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -148,7 +143,6 @@ def _at_exit() -> None:
     if _stop is None:
         return
     gc.freeze()  # makes the interpreter's last collection empty
-    name = signal.Signals(_stop).name
     command = shlex.join(["python", *sys.argv])
-    sys.stdout.write(f"stopped by {name}. To resume, run the same command again: {command}\n")
+    sys.stdout.write(f"stopped by {signal.Signals(_stop).name}. To resume, run the same command again: {command}\n")
     sys.stdout.flush()

@@ -51,9 +51,6 @@ def relative_to_run(folder: Path, path: str | Path | None) -> str | None:
     return str(path.relative_to(folder)) if path.is_relative_to(folder) else str(path)
 
 
-PREDICTIONS = "test_predictions.npz"
-
-
 def save_predictions(out: Path, batches: list | None) -> None:
     """``test_predictions.npz``: the scored checkpoint's predicted and true class (uint8) of every test image,
     in test-set order, so a comparison can bootstrap over test images, not only over seeds."""
@@ -61,7 +58,6 @@ def save_predictions(out: Path, batches: list | None) -> None:
         return
     import numpy as np
 
-    predicted = np.concatenate([p.numpy() for p, _ in batches])
-    true = np.concatenate([t.numpy() for _, t in batches])
-    with open(out / PREDICTIONS, "wb") as f:
+    predicted, true = (np.concatenate([x.numpy() for x in column]) for column in zip(*batches))
+    with open(out / "test_predictions.npz", "wb") as f:
         np.savez_compressed(f, predicted=predicted, true=true)

@@ -14,7 +14,6 @@ SIGINT/SIGTERM stop the sweep resumably (:mod:`vitpos.run.signals`).
 from __future__ import annotations
 
 import copy
-import math
 import os
 import sys
 import time
@@ -27,10 +26,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from vitpos.run import signals
 
 ERROR_FILE = "error.log"
-BASIC_LAUNCHER = "BasicLauncher"  # Hydra's default: jobs run in this process
 OUTCOME_FILE = "outcome.txt"
 _failed: list[str] = []  # failed jobs of this process's sweep (the callback runs in the main process)
-RESOLVER = "vitpos_image_encodings"  # configs/sweep/image_encodings.yaml: encoding: ${vitpos_image_encodings:}
 # frozen job order, so a new encoding (run after these, alphabetically) shifts no job of a stopped sweep
 COMPARED_FIRST = (
     "none", "learned_1d", "learned_2d", "sincos_2d", "rel_bias_2d", "cpe", "rope_2d", "rope_2d_mixed", "alibi_2d",
@@ -42,8 +39,7 @@ NOT_COMPARED = ("sincos_1d", "rope_1d", "rope_1d_learned", "combo")
 
 
 def image_encodings() -> list[str]:
-    """Built-in 2D encodings (no plug-ins) but :data:`NOT_COMPARED`, in job order: :data:`COMPARED_FIRST`
-    first, the rest alphabetically."""
+    """Built-in 2D encodings (no plug-ins) but :data:`NOT_COMPARED`; :data:`COMPARED_FIRST` first, the rest sorted."""
     from vitpos.encodings import list_encodings  # imports torch: only on demand
 
     images = [name for name in list_encodings(grid_dims=2) if name not in NOT_COMPARED]  # sorted
@@ -52,14 +48,12 @@ def image_encodings() -> list[str]:
 
 
 def register_resolver() -> None:
-    """Resolve ``${vitpos_image_encodings:}`` to :func:`image_encodings` as a comma list (a Hydra sweep)
-    in configs composed after this call (``train.py`` calls it)."""
-    OmegaConf.register_new_resolver(RESOLVER, lambda: ",".join(image_encodings()), replace=True)
+    """From now on, ``${vitpos_image_encodings:}`` is :func:`image_encodings` as a comma list (a Hydra sweep)."""
+    OmegaConf.register_new_resolver("vitpos_image_encodings", lambda: ",".join(image_encodings()), replace=True)
 
 
 def name_model(cfg: DictConfig, choices) -> None:
-    """Fill a null ``run.model`` with the chosen model config's name (``model=vit_micro``), which names
-    the run folder (:mod:`vitpos.run.identity`)."""
+    """Fill a null ``run.model`` with the chosen model config's name, which names the run folder."""
     if isinstance(cfg.get("run"), DictConfig):
         with open_dict(cfg):
             cfg.run.model = cfg.run.get("model") or choices.get("model")
@@ -85,8 +79,7 @@ def raise_composition_errors() -> bool:
     """Set :data:`FULL_ERROR` until :func:`composed`; False (nothing set) where the user set it already."""
     global _raising
     _raising = FULL_ERROR not in os.environ
-    if _raising:
-        os.environ[FULL_ERROR] = "1"
+    os.environ.setdefault(FULL_ERROR, "1")
     return _raising
 
 
@@ -104,8 +97,8 @@ def composed() -> None:
 
 
 def refuse(err: BaseException) -> NoReturn:
-    """Refuse a sweep before its first job: one line ``error: ...``, exit code 2, like a refused single run.
-    A ``SystemExit``, so Hydra passes it on instead of printing its own report."""
+    """Refuse the command (a sweep before its first job, a run, an override): one line ``error: ...``, exit code 2
+    (the input was wrong, not the program). A ``SystemExit``, so Hydra passes it on without its own report."""
     signals.uninstall()
     _failed.clear()
     print(f"error: {err}", file=sys.stderr)
@@ -117,26 +110,19 @@ def record_failure(job_dir: str | Path, err: BaseException) -> str:
     (the error is the stop's doing, :mod:`vitpos.run.signals`)."""
     signals.raise_if_stopped()
     line = f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-    path = Path(job_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / ERROR_FILE).write_text(line + "\n")
+    Path(job_dir).mkdir(parents=True, exist_ok=True)
+    (Path(job_dir) / ERROR_FILE).write_text(line + "\n")
     return line
 
 
 def record_outcome(job_dir: str | Path, metrics: dict[str, float], run_folder: Path) -> None:
     """Write ``test/acc`` and the run folder to ``outcome.txt``."""
-    acc = metrics.get("test/acc", math.nan)
-    (Path(job_dir) / OUTCOME_FILE).write_text(f"test/acc {acc:.4f} ({run_folder})\n")
+    (Path(job_dir) / OUTCOME_FILE).write_text(f"test/acc {metrics.get('test/acc', float('nan')):.4f} ({run_folder})\n")
 
 
-def job_name(config) -> str:
-    overrides = config.hydra.overrides.task
-    return " ".join(str(o) for o in overrides) or "(no overrides)"
-
-
-def in_sweep(config) -> bool:
-    """Whether the job of ``config`` is one of a sweep's (``-m``)."""
-    return str(config.hydra.mode) == "RunMode.MULTIRUN"
+def in_sweep(hydra) -> bool:
+    """Whether the job of the ``hydra`` config is one of a sweep's (``-m``)."""
+    return str(hydra.mode) == "RunMode.MULTIRUN"
 
 
 def say(line: str) -> None:
@@ -151,15 +137,13 @@ class SweepReport(Callback):
     def __init__(self) -> None:
         self.start: dict[int, float] = {}
 
-    def on_multirun_start(self, config, **kwargs) -> None:
-        composed()  # the sweep's config: the sweeper words a job's composition error itself
-        _failed.clear()  # forget an earlier sweep in this process
-        signals.install(owner=True, jobs_elsewhere=not str(config.hydra.launcher._target_).endswith(BASIC_LAUNCHER))
+    def on_multirun_start(self, config, **kwargs) -> None:  # Hydra's BasicLauncher runs the jobs in this process
+        self.on_run_start(config, jobs_elsewhere=not str(config.hydra.launcher._target_).endswith("BasicLauncher"))
 
-    def on_run_start(self, config, **kwargs) -> None:
-        composed()
-        _failed.clear()  # a single run after a sweep reports only its own outcome
-        signals.install(owner=True)
+    def on_run_start(self, config, jobs_elsewhere: bool = False, **kwargs) -> None:
+        composed()  # a sweep's config: the sweeper words a job's composition error itself
+        _failed.clear()  # forget an earlier sweep in this process: a run or sweep reports only its own outcome
+        signals.install(owner=True, jobs_elsewhere=jobs_elsewhere)
 
     def on_run_end(self, config, **kwargs) -> None:
         signals.uninstall()
@@ -167,25 +151,22 @@ class SweepReport(Callback):
     def on_job_start(self, config, **kwargs) -> None:
         signals.install()  # a joblib worker needs its own handler
         signals.raise_if_stopped()  # no new job after a stop
-        if not in_sweep(config):
+        if not in_sweep(config.hydra):
             return
         self.start[config.hydra.job.num] = time.perf_counter()
         for name in (ERROR_FILE, OUTCOME_FILE):  # left by an earlier attempt: stale
             (Path(config.hydra.runtime.output_dir) / name).unlink(missing_ok=True)
-        say(f"[job {config.hydra.job.num}] start: {job_name(config)}")
+        overrides = " ".join(str(o) for o in config.hydra.overrides.task) or "(no overrides)"
+        say(f"[job {config.hydra.job.num}] start: {overrides}")
 
     def on_job_end(self, config, job_return, **kwargs) -> None:
-        if not in_sweep(config):
+        if not in_sweep(config.hydra):
             return
         num = config.hydra.job.num
         minutes = (time.perf_counter() - self.start.pop(num, time.perf_counter())) / 60
         folder = Path(config.hydra.runtime.output_dir)
-        outcome = "done"
-        for name in (ERROR_FILE, OUTCOME_FILE):
-            if (folder / name).exists():
-                outcome = (folder / name).read_text().strip()
-                break
-        say(f"[job {num}] end after {minutes:.1f} min: {outcome}")
+        found = [folder / name for name in (ERROR_FILE, OUTCOME_FILE) if (folder / name).exists()]
+        say(f"[job {num}] end after {minutes:.1f} min: {found[0].read_text().strip() if found else 'done'}")
 
     def on_multirun_end(self, config, **kwargs) -> None:
         signals.uninstall()
@@ -193,7 +174,7 @@ class SweepReport(Callback):
         jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()) if sweep.is_dir() else []
         failed = [p for p in jobs if (p / ERROR_FILE).exists()]
         # neither file: killed, preempted or never ran
-        missing = [p for p in jobs if not (p / ERROR_FILE).exists() and not (p / OUTCOME_FILE).exists()]
+        missing = [p for p in jobs if p not in failed and not (p / OUTCOME_FILE).exists()]
         _failed[:] = [f"failed: {p}: {(p / ERROR_FILE).read_text().strip()}" for p in failed]
         _failed.extend(f"missing: {p}: no result (killed or preempted: rerun the sweep to resume it)" for p in missing)
         finished = len(jobs) - len(failed) - len(missing)
@@ -206,15 +187,10 @@ class SweepReport(Callback):
             say(f"  a missing job may have run out of time: hydra.launcher.timeout_min={limit} (minutes; raise it)")
         if (sweep / ".submitit").is_dir():  # submitit: per-job logs
             say(f"  job logs: {sweep}/.submitit/<job id>/")
-        if jobs:
-            say(f"  python -m vitpos.compare {runs_option(config)}multirun=[{sweep}]")
-
-
-def runs_option(config) -> str:
-    """``runs=<run.root>/<run.group> `` when the sweep's jobs share a group, else ``runs=<run.root> ``."""
-    run = config.get("run") or {}
-    root, group = run.get("root", "runs"), run.get("group")
-    return f"runs={root}/{group} " if group else f"runs={root} "
+        if jobs:  # runs=<run.root>/<run.group> when the sweep's jobs share a group
+            run = config.get("run") or {}
+            runs = f"{run.get('root', 'runs')}/{run['group']}" if run.get("group") else run.get("root", "runs")
+            say(f"  python -m vitpos.compare runs={runs} multirun=[{sweep}]")
 
 
 def sweep_failed() -> bool:

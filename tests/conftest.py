@@ -13,6 +13,7 @@ import contextlib  # noqa: E402
 import importlib  # noqa: E402
 import importlib.util  # noqa: E402
 import io  # noqa: E402
+import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -179,6 +180,33 @@ def require_cifar() -> Path:
             "needs the CIFAR-10 copy: run `bash ../shared/datasets/unpack-cifar10.sh data` (or set VITPOS_CIFAR_ROOT)"
         )
     return root
+
+
+def starts_project_code(args) -> bool:
+    """Whether a command line runs this project's code: a Python interpreter (anything but a short
+    ``-c`` snippet that imports neither vitpos nor torch, e.g. a sleeping placeholder process), torchrun, or a
+    shell script. Compilers, ``mount`` and the like are not."""
+    argv = shlex.split(args) if isinstance(args, str) else [str(a) for a in args]
+    program = Path(argv[0]).name if argv else ""
+    if program.startswith("python"):
+        snippet = argv[2] if len(argv) > 2 and argv[1] == "-c" else None
+        return snippet is None or "vitpos" in snippet or "torch" in snippet
+    return program in ("torchrun", "bash", "sh")
+
+
+@pytest.fixture(autouse=True)
+def fast_tests_start_no_program(request, monkeypatch):
+    """The tier rule, enforced: a test that starts the project's code in another process is ``slow``."""
+    if request.node.get_closest_marker("slow"):
+        return
+    start = subprocess.Popen.__init__
+
+    def refuse_project_code(self, args, *rest, **options):
+        if starts_project_code(args):
+            pytest.fail(f"a fast test started {args!r}: mark it @pytest.mark.slow (the tier rule, CONTRIBUTING.md)")
+        start(self, args, *rest, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_project_code)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -143,6 +143,7 @@ def test_run_identity_sees_auto_precision_resolved_and_ignores_compile(monkeypat
     assert config_hash(cfg("auto", compile=True)) == config_hash(cfg("auto"))
 
 
+@pytest.mark.slow
 def test_torch_held_to_avx2_kernels_trains_as_an_avx2_machine():
     """``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` (torch's own switches) make any CPU an
     AVX2-only one: bf16 is emulated there, so ``auto`` picks float32 and the run's record says

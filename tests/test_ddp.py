@@ -20,6 +20,8 @@ from vitpos.data.images import ImageDataModule
 from vitpos.run.status import best_checkpoint
 from vitpos.tasks.classification import ImageClassifier
 
+pytestmark = pytest.mark.slow  # starts two training processes
+
 
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory):

@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import vitpos.encodings
 
 PACKAGE = Path(vitpos.encodings.__file__).parent
@@ -70,6 +72,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_the_folder_alone_imports_builds_every_encoding_and_runs_every_hook(tmp_path):
     shutil.copytree(PACKAGE, tmp_path / "vitpos" / "encodings", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "vitpos" / "__init__.py").write_text("")

@@ -45,6 +45,7 @@ def test_gpu_sweep_script_runs_every_job_and_writes_the_report(tmp_path):
     assert "GPU available" not in out and "run folder:" not in out and "next:" not in out, out[-3000:]
 
 
+@pytest.mark.slow
 def test_gpu_sweep_without_a_gpu_refuses_and_names_the_cpu_command(tmp_path):
     """A real process (the script is bash): CUDA hidden, as on a machine without a GPU; nothing may start."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}

@@ -96,6 +96,7 @@ def test_a_test_subset_lowers_the_inputs_counted(monkeypatch):
     assert seen == [100, 4000]
 
 
+@pytest.mark.slow
 def test_the_config_check_refuses_what_ulimit_forbids(tmp_path):
     """Through the command line, under `ulimit -v`: an evaluation size that fits the memory free on this
     machine but not the process's address space is refused up front, naming the option and the limit."""

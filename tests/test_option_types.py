@@ -130,6 +130,7 @@ def test_absent_options_and_exempting_options():
         check_options(plain, image=True)
 
 
+@pytest.mark.slow
 def test_a_bad_integer_is_refused_before_torch_is_imported():
     """Whether torch is loaded is a property of the process: a fresh one."""
     code = (

@@ -43,6 +43,7 @@ def test_an_encoding_file_outside_the_repository_trains_through_the_documented_o
     assert ran.code == 0, ran.err  # loaded in this process already: the class is registered
 
 
+@pytest.mark.slow
 def test_a_tool_never_loads_a_plugin_from_a_checkpoint(tmp_path):
     """In a fresh process the class is not registered: the tool says which option loads it, in one line."""
     import subprocess

@@ -24,6 +24,7 @@ def evil(tmp_path):
     return make_evil_checkpoint(tmp_path / "runs" / "shapes" / "evil" / "seed0", marker), marker
 
 
+@pytest.mark.slow
 def test_the_crafted_checkpoint_does_run_code_when_fully_unpickled(tmp_path):
     """The control: without weights_only such a file runs its command, so the refusals below mean something."""
     control = tmp_path / "control"
@@ -77,6 +78,7 @@ def test_compare_never_unpickles_checkpoints(evil, tmp_path):
     assert list(result.runs["status"]) == ["failed"]  # listed (no scalars), not dropped
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool, out", [("vitpos.extrapolate", "out"), ("vitpos.viz", "out"),
                                        ("vitpos.export", "out.onnx")])  # fmt: skip
 def test_command_line_refuses_it_in_one_line(evil, tmp_path, tool, out):

@@ -183,15 +183,21 @@ def require_cifar() -> Path:
 
 
 def starts_project_code(args) -> bool:
-    """Whether a command line runs this project's code: a Python interpreter (anything but a short
-    ``-c`` snippet that imports neither vitpos nor torch, e.g. a sleeping placeholder process), torchrun, or a
-    shell script. Compilers, ``mount`` and the like are not."""
+    """Whether a command line runs this project's code: torchrun, a shell script, or Python running a script,
+    ``-m vitpos...``/``-m bench...`` or a ``-c`` snippet that names vitpos. Not: torch's own helpers (inductor's
+    ``-c`` load check of a compiled kernel), a sleeping placeholder process, compilers, ``mount``."""
     argv = shlex.split(args) if isinstance(args, str) else [str(a) for a in args]
     program = Path(argv[0]).name if argv else ""
-    if program.startswith("python"):
-        snippet = argv[2] if len(argv) > 2 and argv[1] == "-c" else None
-        return snippet is None or "vitpos" in snippet or "torch" in snippet
-    return program in ("torchrun", "bash", "sh")
+    if program in ("torchrun", "bash", "sh"):
+        return True
+    if not program.startswith("python"):
+        return False
+    flag, value = (argv[1:3] + ["", ""])[:2]
+    if flag == "-c":
+        return "vitpos" in value
+    if flag == "-m":
+        return value.split(".")[0] in ("vitpos", "bench")
+    return True  # a script
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,13 @@ def test_a_command_that_runs_the_project_counts(args):
 
 @pytest.mark.parametrize(
     "args",
-    [[sys.executable, "-c", "import time; time.sleep(60)"], ["g++", "--version"], ["mount", "-t", "tmpfs"]],
+    [
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        [sys.executable, "-c", "import torch; from ctypes import cdll"],  # inductor's check of a compiled kernel
+        [sys.executable, "-m", "torch._inductor.compile_worker"],
+        ["g++", "--version"],
+        ["mount", "-t", "tmpfs"],
+    ],
 )
 def test_placeholders_and_system_tools_do_not(args):
     assert not starts_project_code(args)

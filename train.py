@@ -18,6 +18,7 @@ import hydra
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
+from vitpos.checks.options import help_lines  # the checked options' rules and help; no torch
 from vitpos.run import signals, sweep
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
@@ -45,15 +46,8 @@ def encoding_help() -> list[str]:
     return lines
 
 
-def options_help() -> list[str]:
-    """The checked options with their rules and help (vitpos/checks/options.py)."""
-    from vitpos.checks.options import help_lines
-
-    return help_lines()
-
-
 OmegaConf.register_new_resolver("vitpos_encodings", help_text(encoding_help), replace=True)
-OmegaConf.register_new_resolver("vitpos_options", help_text(options_help), replace=True)
+OmegaConf.register_new_resolver("vitpos_options", help_text(help_lines), replace=True)
 sweep.register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
 
 

@@ -28,7 +28,7 @@ from vitpos.callbacks import (
     PicturesCallback,
     divergence_hint,
 )
-from vitpos.cli.console import device_line, progress_bar, quiet_console, quiet_side_by_side, summary_line
+from vitpos.cli.console import device_line, progress_bar, quiet_console, summary_line
 from vitpos.encodings.plugins import load_named
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import evaluate_module
@@ -54,9 +54,7 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
     checkpoint. ``checked``: the caller (``train.py``) already ran :func:`vitpos.validate.validate` on ``cfg``."""
     if not checked:
         validate(cfg)  # the one check of the config, before any folder, logger or data
-    quiet_console()
-    if launcher_workers() > 1:  # a joblib sweep: several jobs print to one terminal (submitit's: a log each)
-        quiet_side_by_side()
+    quiet_console(side_by_side=launcher_workers() > 1)  # a joblib sweep: jobs share a terminal (submitit's: a log each)
     resolve_runtime(cfg)  # threads per sweep job
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     load_named(cfg.encoding)  # a plug-in named on the command line (each sweep job's process imports it)

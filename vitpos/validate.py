@@ -14,8 +14,6 @@ from omegaconf.errors import OmegaConfBaseException
 from vitpos.checks import data, model, options
 from vitpos.errors import UserError
 
-__all__ = ["UserError", "resolved", "validate"]
-
 
 def validate(cfg) -> None:
     """Raise :class:`UserError` for the first problem in ``cfg``, then fill in ``eval.resolutions=auto``

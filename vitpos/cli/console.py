@@ -97,8 +97,10 @@ class _Stderr(logging.StreamHandler):
     stream = property(lambda self: sys.stderr, lambda self, _value: None)  # StreamHandler.__init__ assigns it
 
 
-def quiet_console() -> None:
-    """Silences :data:`KNOWN_WARNINGS` and sets up the ``vitpos`` logger (once)."""
+def quiet_console(side_by_side: bool = False) -> None:
+    """Silences :data:`KNOWN_WARNINGS` and sets up the ``vitpos`` logger (once). ``side_by_side``: parallel
+    jobs keep only labelled lines (the sweep's per-job lines, ``<run>/seed<k>: epoch ...``): setup lines go,
+    warnings and errors stay; the caller drops the final metrics block (metrics.json has it)."""
     for message, _why in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     for name in RANK_ZERO:
@@ -110,12 +112,7 @@ def quiet_console() -> None:
         log.addHandler(handler)
         log.setLevel(logging.INFO)
         log.propagate = False
-
-
-def quiet_side_by_side() -> None:
-    """Parallel joblib jobs keep only labelled lines (the sweep's per-job lines, ``<run>/seed<k>: epoch ...``):
-    setup lines go, warnings and errors stay. The caller drops the final metrics block (metrics.json has it)."""
-    for name in ("lightning.pytorch", "lightning.fabric", "vitpos"):
+    for name in ("lightning.pytorch", "lightning.fabric", "vitpos") if side_by_side else ():
         logging.getLogger(name).setLevel(logging.WARNING)
 
 

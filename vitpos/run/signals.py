@@ -52,6 +52,7 @@ def stopping() -> int | None:
 
 
 def raise_if_stopped() -> None:
+    """Raise :class:`Stopped` when a signal has stopped this process."""
     if _stop is not None:
         raise Stopped(_stop)
 

@@ -110,8 +110,9 @@ def record_failure(job_dir: str | Path, err: BaseException) -> str:
     (the error is the stop's doing, :mod:`vitpos.run.signals`)."""
     signals.raise_if_stopped()
     line = f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-    Path(job_dir).mkdir(parents=True, exist_ok=True)
-    (Path(job_dir) / ERROR_FILE).write_text(line + "\n")
+    folder = Path(job_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ERROR_FILE).write_text(line + "\n")
     return line
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from vitpos import CONFIG_DIR
 from vitpos.cli.options import option, parse_options
 from vitpos.compare import compare
 from vitpos.compare.read import find_runs, read_run
@@ -72,11 +73,11 @@ def compose(experiment: str, encoding: str, module: str | None, seed: int, out: 
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    has_yaml = (ROOT / "configs" / "encoding" / f"{encoding}.yaml").exists() and module is None
+    has_yaml = (CONFIG_DIR / "encoding" / f"{encoding}.yaml").exists() and module is None
     chosen = [f"encoding={encoding}"] if has_yaml else ["encoding=plugin", f"encoding.name={encoding}"]
     chosen += [f"encoding.module={module}"] if module else []
     overrides = [f"experiment={experiment}", *chosen, f"seed={seed}", f"run.root={out}", *extra]
-    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
         return hydra_compose("train", overrides=overrides)
 
 
@@ -88,7 +89,7 @@ def committed_runs(results: Path, report: str) -> list:
 
 def seeds_of(experiment: str) -> list[int]:
     """The seeds an experiment sweeps (``hydra.sweeper.params.seed``)."""
-    cfg = OmegaConf.load(ROOT / "configs" / "experiment" / f"{experiment}.yaml")
+    cfg = OmegaConf.load(CONFIG_DIR / "experiment" / f"{experiment}.yaml")
     return [int(s) for s in str(OmegaConf.select(cfg, "hydra.sweeper.params.seed", default="0")).split(",")]
 
 

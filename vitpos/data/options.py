@@ -15,12 +15,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from vitpos import CONFIG_DIR
 from vitpos.errors import UserError
 from vitpos.sizes import HW, as_hw, is_integer, nearest_multiples
 
 DATASETS = ("cifar10", "shapes")  # data.name of the image task
 #: configs/data/<data.name>.yaml: each image data option's default, and a line on what it does
-DATA_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "data"
+DATA_CONFIGS = CONFIG_DIR / "data"
 #: options an image data module takes besides its config file's: where imagefolder's decoded
 #: tensors are cached (default: beside the images, vitpos/data/cifar10.py)
 MODULE_ONLY = {"cache_dir": None}

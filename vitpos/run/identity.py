@@ -23,6 +23,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from vitpos import CONFIG_DIR
 from vitpos.checks.options import OPTIONS
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
@@ -203,7 +204,7 @@ def model_name(cfg: DictConfig) -> str:
     if cfg.run.get("model"):
         return str(cfg.run.model)
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    configs = sorted((Path(__file__).resolve().parents[2] / "configs" / "model").glob("*.yaml"))
+    configs = sorted((CONFIG_DIR / "model").glob("*.yaml"))
     return next((path.stem for path in configs if OmegaConf.to_container(OmegaConf.load(path)) == model), "custom")
 
 

@@ -1,0 +1,118 @@
+"""The training command: ``python train.py encoding=rope_2d`` in the repository, ``vitpos-train`` or
+``python -m vitpos`` where vitpos is installed (Hydra; ``-m`` sweeps).
+
+Options: the package's ``configs/train.yaml``, ``python train.py --help``; recipes: README.md. The config is checked
+before anything is written (vitpos/validate.py; a sweep's jobs all before the first starts, by the sweeper
+``hydra/sweeper=vitpos``, hydra_plugins/vitpos_sweeper). A bad option or input prints one line
+``error: <option>: <what> (<fix>)`` and exits 2; a composition Hydra refuses is worded in one line by
+:func:`vitpos.cli.hydra_errors.override_error`. ``main(["data=shapes"])`` runs ``python train.py data=shapes`` in
+process.
+"""
+
+import re
+import sys
+import textwrap
+import traceback
+from collections.abc import Callable
+
+import hydra
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+
+from vitpos import CONFIG_DIR
+from vitpos.checks.options import help_lines  # the checked options' rules and help; no torch
+from vitpos.run import signals, sweep
+
+SWEEP_WORDS = ("-m", "--multirun")
+
+
+def help_text(lines: Callable[[], list[str]]) -> Callable[[], str]:
+    """A resolver of ``--help`` text: ``lines()`` joined. Empty for any other command: Hydra resolves its help
+    text on every call, and the lists import torch."""
+    return lambda: "\n".join(lines()) if {"--help", "-h"} & set(sys.argv[1:]) else ""
+
+
+def encoding_help() -> list[str]:
+    """The encodings by image / sequence, one line each."""
+    from vitpos.encodings import get_encoding_class, list_encodings
+
+    lines = []
+    for title, dims in (("images (2D grids)", 2), ("sequences (1D)", 1)):
+        lines.append(f"  {title}:")
+        for name in list_encodings(dims):
+            # an option's name keeps one mark (`parabolas` concave parabolas): without it, it reads as a doubled word
+            doc = " ".join((get_encoding_class(name).__doc__ or "").replace("``", "`").split())
+            first = re.split(r"(?<!\bal)\.\s+", doc)[0].rstrip(".")  # first sentence ("et al." kept)
+            lines.append(f"    {name:<16} {textwrap.shorten(first, 84, placeholder=' ...')}")
+    return lines
+
+
+OmegaConf.register_new_resolver("vitpos_encodings", help_text(encoding_help), replace=True)
+OmegaConf.register_new_resolver("vitpos_options", help_text(help_lines), replace=True)
+sweep.register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
+
+
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="train")  # absolute: also when imported
+def run(cfg: DictConfig) -> float:
+    """One job of Hydra's: check the composed ``cfg``, train it; in a sweep, record how it ended."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from vitpos.errors import InputError
+    from vitpos.validate import validate
+
+    sweep.composed()  # Hydra reports this job's own errors again (the callback did already, where configured)
+    hydra_cfg = HydraConfig.get()
+    sweep.name_model(cfg, hydra_cfg.runtime.choices)  # the model's config name for the run folder
+    in_sweep = sweep.in_sweep(hydra_cfg)
+    try:
+        validate(cfg)  # before torch loads and anything is written (a sweep's jobs: checked by the sweeper too)
+        from vitpos.run.identity import run_dir
+        from vitpos.train import train
+
+        metrics = train(cfg, checked=True)
+    except SystemExit as err:  # Lightning's SIGTERMException carries no code: exit 128 + SIGTERM, not 0
+        sys.exit(143 if err.code is None else err.code)
+    except Exception as err:  # bad input or a crash: a single run stops; a sweep records it, goes on with the next
+        if not in_sweep and isinstance(err, InputError):
+            sweep.refuse(err)
+        if not in_sweep:
+            raise
+        if not isinstance(err, InputError) and signals.stopping() is None:  # after a stop: the stop's doing
+            traceback.print_exc()
+        print(sweep.record_failure(hydra_cfg.runtime.output_dir, err), file=sys.stderr)
+        return float("nan")
+    if in_sweep:
+        sweep.record_outcome(hydra_cfg.runtime.output_dir, metrics, run_dir(cfg))
+    return metrics.get("val/acc_best", metrics.get("test/acc", float("nan")))
+
+
+def hydra_words(argv: list[str]) -> list[str]:
+    """``argv`` for Hydra; a single run gets ``hydra.output_subdir=null`` (nothing outside its run folder),
+    placed beside the other overrides (argparse refuses overrides on both sides of a flag like ``--cfg job``)."""
+    if set(SWEEP_WORDS) & set(argv) or any(a.startswith("hydra.output_subdir=") for a in argv):
+        return list(argv)
+    first = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), len(argv))
+    return [*argv[:first], "hydra.output_subdir=null", *argv[first:]]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python train.py ARGV`` (default: this process's arguments). A bad override (unknown key or group
+    option, ``hydra.*`` included, unparsable value) is one line, exit 2; a sweep with a failed job exits 1."""
+    saved, prog = sys.argv, sys.argv[0] if argv is None else __file__  # in process: not the caller's name
+    argv = sys.argv[1:] if argv is None else list(argv)
+    hydras = bool({a for a in argv if a.startswith("-")} - set(SWEEP_WORDS))  # --help, --cfg: Hydra's own
+    raising = not hydras and sweep.raise_composition_errors()
+    sys.argv = [prog, *hydra_words(argv)]  # Hydra's main reads its words here
+    try:
+        run()
+    except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
+        if not (raising and sweep.composing()):
+            raise
+        from vitpos.cli.hydra_errors import override_error
+
+        sweep.refuse(override_error(err, CONFIG_DIR, [a for a in argv if not a.startswith("-")]))
+    finally:
+        sys.argv = saved
+        sweep.composed()
+    if sweep.sweep_failed():  # every job ran; the summary above lists the failed ones
+        sys.exit(1)

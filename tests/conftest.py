@@ -23,6 +23,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 
+import vitpos.config  # noqa: E402, F401  (registers the schemas the configs start from, as the command does)
 from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.models import VisionTransformer
 from vitpos.run.sweep import register_resolver

@@ -151,31 +151,29 @@ def test_real_cifar10_copy_loads_with_the_official_layout():
     assert torch.equal(labels.bincount(), torch.full((10,), 1000))
 
 
-def test_the_data_module_takes_its_defaults_from_the_config_files(tmp_path, monkeypatch):
-    """configs/data/<name>.yaml is the one place an image data option's default is written: the
-    module fills in what it is not given from there (change the file, the module follows), and a
-    key no image data config has is refused, naming it and the valid keys."""
-    import shutil
+def test_the_data_module_takes_its_defaults_from_the_schema(monkeypatch):
+    """vitpos/config/data.py is the one place an image data option's default is written: the composed
+    config holds exactly the schema's keys and values, the module fills in what it is not given from the
+    schema (change the default, the module follows), and a key no image data set has is refused, naming it
+    and the valid keys."""
+    import dataclasses
 
+    from conftest import compose_train
     from omegaconf import OmegaConf
 
-    from vitpos.data import options
+    from vitpos import config
     from vitpos.errors import UserError
 
     for name in ("cifar10", "shapes"):
-        written = OmegaConf.to_container(OmegaConf.load(options.DATA_CONFIGS / f"{name}.yaml"))
+        composed = OmegaConf.to_container(compose_train(f"data={name}").data)
+        assert composed == config.defaults(config.SCHEMAS[("data", name)]), name
         made = dict(ImageDataModule(name=name).hparams)
-        assert all(made[k] == v for k, v in written.items() if k != "num_classes"), name
-    configs = tmp_path / "data"
-    shutil.copytree(options.DATA_CONFIGS, configs)
-    text = (configs / "shapes.yaml").read_text().replace("val_size: 2000", "val_size: 123")
-    (configs / "shapes.yaml").write_text(text)
-    monkeypatch.setattr(options, "DATA_CONFIGS", configs)
-    options._config.cache_clear()
-    try:
-        assert ImageDataModule(name="shapes").hparams.val_size == 123
-        assert ImageDataModule(name="shapes", val_size=7).hparams.val_size == 7
-    finally:
-        options._config.cache_clear()
+        assert all(made[k] == v for k, v in composed.items() if k != "num_classes"), name
+    changed = dataclasses.make_dataclass(
+        "Changed", [("val_size", int, 123)], bases=(config.SCHEMAS[("data", "shapes")],)
+    )
+    monkeypatch.setitem(config.SCHEMAS, ("data", "shapes"), changed)
+    assert ImageDataModule(name="shapes").hparams.val_size == 123
+    assert ImageDataModule(name="shapes", val_size=7).hparams.val_size == 7
     with pytest.raises(UserError, match=r"data\.val_sise: not an option of the image data sets \(valid: .*val_size"):
         ImageDataModule(name="shapes", val_sise=10)

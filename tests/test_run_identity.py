@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from typing import Any
 
 import pytest
 import yaml
 from conftest import ROOT, compose_train
-from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf, open_dict
 from test_snapshot import SNAPSHOT_RUNS
 
+from vitpos import config
 from vitpos.checks.options import OPTIONS, Given, help_lines
 from vitpos.encodings import get_encoding_class
 from vitpos.run import identity as ident
@@ -28,26 +30,27 @@ from vitpos.run.identity import record, run_dir
 SHAPES = ("data=shapes", "model=vit_micro")
 
 
-def compose_from(configs, *overrides: str):
-    with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
-        return compose("train", overrides=list(overrides))
-
-
-def test_a_key_added_at_its_as_before_value_keeps_every_folder(tmp_path, monkeypatch):
-    """A copy of the configs with one more data option, at the value that reproduces the earlier
-    behaviour: a fresh run and every committed snapshot run keep their folders; set to anything
-    else, the option moves the run to a new folder."""
-    configs = tmp_path / "configs"
-    shutil.copytree(ROOT / "configs", configs)
-    for name in ("cifar10.yaml", "shapes.yaml"):
-        with (configs / "data" / name).open("a") as f:
-            f.write("jitter: 0.0           # a new augmentation, off as before\nnote: null\n")
-    monkeypatch.setitem(OPTIONS, "data.jitter", Given("a number", as_before=(0.0,)))
-    for overrides in [SHAPES, ("experiment=compare_cifar_full", "encoding=rope_2d", "seed=2")]:
-        assert run_dir(compose_from(configs, *overrides)) == run_dir(compose_train(*overrides))
-    moved = run_dir(compose_from(configs, *SHAPES, "data.jitter=0.1"))
-    assert moved != run_dir(compose_train(*SHAPES))
-    assert run_dir(compose_from(configs, *SHAPES, "data.note=x")) != run_dir(compose_train(*SHAPES))
+def test_a_key_added_at_its_as_before_value_keeps_every_folder(monkeypatch):
+    """The data schema with one more option, at the value that reproduces the earlier behaviour: a fresh
+    run and every committed snapshot run keep their folders; set to anything else, the option moves the run
+    to a new folder."""
+    runs = [SHAPES, ("experiment=compare_cifar_full", "encoding=rope_2d", "seed=2")]
+    before = [run_dir(compose_train(*overrides)) for overrides in runs]
+    store = ConfigStore.instance()
+    try:
+        for option in ("cifar10", "shapes"):  # a new augmentation, off as before, and a note
+            schema = config.SCHEMAS[("data", option)]
+            grown = dataclasses.make_dataclass(
+                schema.__name__, [("jitter", Any, 0.0), ("note", Any, None)], bases=(schema,)
+            )
+            store.store(group="schema/data", name=option, node=grown)
+        monkeypatch.setitem(OPTIONS, "data.jitter", Given("a number", as_before=(0.0,)))
+        assert [run_dir(compose_train(*overrides)) for overrides in runs] == before
+        assert compose_train(*SHAPES).data.jitter == 0.0
+        assert run_dir(compose_train(*SHAPES, "data.jitter=0.1")) != before[0]
+        assert run_dir(compose_train(*SHAPES, "data.note=x")) != before[0]
+    finally:
+        config.register()  # the schemas as the package has them
     for hparams in SNAPSHOT_RUNS:
         cfg = OmegaConf.create(yaml.safe_load(hparams.read_text())["cfg"])
         with open_dict(cfg):

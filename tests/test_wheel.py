@@ -3,6 +3,7 @@
 must lie in the install folder, so that the editable install of the checkout cannot answer instead."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from conftest import ROOT, TINY_SHAPES_RUN
 
 pytestmark = pytest.mark.slow  # a wheel build and five Python processes of the project
+UNTRACKED = (".git", "build", "data", "runs", "multirun", "outputs", "*.egg-info", "__pycache__", ".*_cache")
 
 LIBRARY_CHECK = """
 import vitpos, torch
@@ -24,7 +26,8 @@ assert rope.rotate_qk(q, q, (4, 4), 0)[0].shape == q.shape
 data = ImageDataModule(name="shapes", num_train=64, val_size=16, num_test=16, img_size=16)
 data.setup("fit")
 images, labels = data.prepare_batch(next(iter(data.train_dataloader())), train=True)
-model = VisionTransformer("rope_2d", img_size=16, patch_size=4, dim=32, depth=2, num_heads=2, num_classes=data.num_classes)
+model = VisionTransformer("rope_2d", img_size=16, patch_size=4, dim=32, depth=2, num_heads=2,
+                          num_classes=data.num_classes)
 assert model(images).shape == (len(images), len(data.classes))
 print("library ok", vitpos.__file__)
 """
@@ -44,7 +47,9 @@ def installed(tmp_path_factory) -> tuple[Path, Path, dict]:
     wheels, site, work = tmp / "wheels", tmp / "site", tmp / "work"
     work.mkdir()
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)], tmp, dict(os.environ))
+    source = tmp / "source"  # a copy without build/, data/ or runs: the wheel holds what the checkout tracks
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*UNTRACKED))
+    run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)], tmp, dict(os.environ))
     (wheel,) = wheels.glob("vitpos-*.whl")
     run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], tmp, dict(os.environ))
     env = {**os.environ, "PYTHONPATH": str(site), "OMP_NUM_THREADS": "1"}

@@ -19,11 +19,13 @@ import hydra
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
+import vitpos.config  # noqa: F401  (registers the groups' schemas, which the configs start from)
 from vitpos import CONFIG_DIR
 from vitpos.checks.options import help_lines  # the checked options' rules and help; no torch
 from vitpos.run import signals, sweep
 
 SWEEP_WORDS = ("-m", "--multirun")
+CONFIG_DIR_WORDS = ("--config-dir", "-cd")  # a folder of the user's own group options, searched first
 
 
 def help_text(lines: Callable[[], list[str]]) -> Callable[[], str]:
@@ -100,7 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     option, ``hydra.*`` included, unparsable value) is one line, exit 2; a sweep with a failed job exits 1."""
     saved, prog = sys.argv, sys.argv[0] if argv is None else __file__  # in process: not the caller's name
     argv = sys.argv[1:] if argv is None else list(argv)
-    hydras = bool({a for a in argv if a.startswith("-")} - set(SWEEP_WORDS))  # --help, --cfg: Hydra's own
+    flags = {a.partition("=")[0] for a in argv if a.startswith("-")}
+    hydras = bool(flags - set(SWEEP_WORDS) - set(CONFIG_DIR_WORDS))  # --help, --cfg: Hydra's own
     raising = not hydras and sweep.raise_composition_errors()
     sys.argv = [prog, *hydra_words(argv)]  # Hydra's main reads its words here
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+import vitpos.config  # noqa: F401  (registers the schemas the configs start from)
 from vitpos import CONFIG_DIR
 from vitpos.cli.options import option, parse_options
 from vitpos.compare import compare

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
-from omegaconf.errors import ValidationError
+from omegaconf.errors import ConfigKeyError, ValidationError
 
 from vitpos.checks.options import check_launcher
+from vitpos.config import SCHEMAS, defaults, schema_option
 from vitpos.errors import UserError
 
 NULL_GROUP = "Config group override must be a string or a list"  # optim=null: Hydra's ValueError
@@ -37,6 +38,9 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
     missing = re.search(r"Could not (?:find|load) '([\w/]+)/([^']+)'", text)
     if missing:
         return _missing_config(*missing.groups(), configs, text)
+    in_file = _unknown_file_key(err, words)
+    if in_file is not None:
+        return in_file
     typed = _cause(err, lambda e: isinstance(e, ValidationError))
     if typed is not None and getattr(typed, "full_key", None):
         return _wrong_type(str(typed.full_key), typed, words)
@@ -108,6 +112,24 @@ def _wrong_type(key: str, cause: BaseException, words: list[str]) -> UserError:
             return err
     what = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
     return UserError(key, what, "python train.py --cfg hydra shows Hydra's options and their values")
+
+
+def _unknown_file_key(err: BaseException, words: list[str]) -> UserError | None:
+    """A key that a YAML file sets and its group's schema (:mod:`vitpos.config`) does not have: OmegaConf's error
+    (Hydra raises it again, as its context) names the key and the schema; the file is the one Hydra names first
+    in its message (``In 'data/shapes'``: Hydra's exception has no field for it). None when the key was written on
+    the command line: the caller words that, with its ``+`` hint."""
+    found = err
+    while found is not None and not (isinstance(found, ConfigKeyError) and getattr(found, "full_key", None)):
+        found = found.__cause__ or found.__context__
+    option = schema_option(getattr(found, "object_type", None)) if found is not None else None
+    key = str(getattr(found, "full_key", ""))
+    if option is None or any(w.lstrip("+~").partition("=")[0] == key for w in words):
+        return None
+    named = re.match(r"In '([^']+)'", str(err))
+    file = f"{named.group(1) if named else '/'.join(option)}.yaml"
+    valid = ", ".join(f"{option[0]}.{k}" for k in defaults(SCHEMAS[option]))
+    return UserError(key, f"no such option (set in {file})", f"valid: {valid}")
 
 
 def _cause(err: BaseException | None, found) -> BaseException | None:

@@ -44,7 +44,7 @@ from .shapes import make_shapes
 
 
 class ImageDataModule(L.LightningDataModule):
-    """The options are ``data.*``'s: the keys of configs/data/cifar10.yaml or configs/data/shapes.yaml,
+    """The options are ``data.*``'s: the keys of :class:`vitpos.config.data.Cifar10Data` or ``ShapesData``,
     where each default is written with a line on what it does (:func:`vitpos.data.options.image_data_options`
     fills in the ones not given), plus ``cache_dir`` (imagefolder's decoded tensors) and
     ``shuffle_seed`` (the run's seed: the batch order of epoch e is fixed by (seed, e)).

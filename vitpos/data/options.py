@@ -10,18 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
-from vitpos import CONFIG_DIR
+from vitpos.config import SCHEMAS, defaults
 from vitpos.errors import UserError
 from vitpos.sizes import HW, as_hw, is_integer, nearest_multiples
 
 DATASETS = ("cifar10", "shapes")  # data.name of the image task
-#: configs/data/<data.name>.yaml: each image data option's default, and a line on what it does
-DATA_CONFIGS = CONFIG_DIR / "data"
 #: options an image data module takes besides its config file's: where imagefolder's decoded
 #: tensors are cached (default: beside the images, vitpos/data/cifar10.py)
 MODULE_ONLY = {"cache_dir": None}
@@ -67,10 +62,10 @@ def image_data_options(options: Mapping) -> dict:
     return {**MODULE_ONLY, **defaults, **options}
 
 
-@cache
 def _config(name: str) -> dict:
-    """configs/data/<name>.yaml as a plain dict, less ``num_classes`` (what the data set has)."""
-    values = OmegaConf.to_container(OmegaConf.load(DATA_CONFIGS / f"{name}.yaml"))
+    """The data set's options and their defaults (:mod:`vitpos.config.data`), less ``num_classes`` (what the
+    data set has)."""
+    values = defaults(SCHEMAS[("data", name)])
     return {key: value for key, value in values.items() if key != "num_classes"}
 
 

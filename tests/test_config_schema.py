@@ -1,0 +1,71 @@
+"""The typed schema (vitpos/config): each group option's YAML file starts from its dataclass, so a key the schema
+lacks is refused wherever it is written, a YAML file or the command line, naming the same option; the composed
+config holds the schema's keys and nothing else."""
+
+import dataclasses
+
+import pytest
+from conftest import CONFIGS, compose_train, run_command
+from omegaconf import OmegaConf
+
+from vitpos import CONFIG_DIR, config
+
+
+@pytest.mark.parametrize(("group", "option"), sorted(config.SCHEMAS))
+def test_each_schema_is_what_its_config_file_composes(group, option):
+    """The YAML file sets nothing the schema does not define (``defaults`` start from it), and composing the
+    option gives exactly the schema's keys, in its order, at its defaults."""
+    text = OmegaConf.load(CONFIG_DIR / group / f"{option}.yaml")
+    assert f"/schema/{group}/{option}@_here_" in OmegaConf.to_container(text)["defaults"]
+    composed = OmegaConf.to_container(compose_train(f"{group}={option}")[group])
+    assert list(composed) == [f.name for f in dataclasses.fields(config.SCHEMAS[(group, option)])]
+    assert composed == config.defaults(config.SCHEMAS[(group, option)])
+
+
+def test_the_repository_configs_are_the_package_configs():
+    """The repository's configs/ is the package's (a link), so the paths the docs name are what the wheel ships."""
+    assert CONFIGS.resolve() == CONFIG_DIR.resolve()
+
+
+def test_a_typo_in_a_yaml_file_and_on_the_command_line_are_refused_alike(tmp_path):
+    """A misspelt ``hfilp`` in a user's own data config (``--config-dir``) and on the command line: exit 2, one
+    line, the same option named; the file's refusal names the file and lists the valid keys, and offers no ``+``
+    (the key is not on the command line to change)."""
+    (tmp_path / "data").mkdir()
+    own = "defaults:\n  - /schema/data/shapes@_here_\n  - _self_\nhfilp: true\n"
+    (tmp_path / "data" / "myshapes.yaml").write_text(own)
+    in_file = run_command("train.py", "--config-dir", str(tmp_path), "data=myshapes", "run.root=runs", cwd=tmp_path)
+    on_line = run_command("train.py", "data=shapes", "data.hfilp=true", "run.root=runs", cwd=tmp_path)
+    for ran in (in_file, on_line):
+        assert ran.code == 2, ran.err
+        (line,) = ran.err.strip().splitlines()
+        assert line.startswith("error: data.hfilp: no such option")
+    assert "data/myshapes.yaml" in in_file.err and "data.hflip" in in_file.err and "+data" not in in_file.err
+    assert "did you mean data.hflip?" in on_line.err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_users_own_config_folder_trains_through_the_schema(tmp_path):
+    """``--config-dir`` adds the user's own group options: one that sets a known key composes, and its value
+    reaches the config the run would train (the check passes: nothing but the typo above is refused)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "small.yaml").write_text(
+        "defaults:\n  - /schema/data/shapes@_here_\n  - _self_\nval_size: 64\n"
+    )
+    ran = run_command("train.py", "--config-dir", str(tmp_path), "data=small", "--cfg", "job", cwd=tmp_path)
+    assert ran.code == 0, ran.err
+    assert "val_size: 64" in ran.out and "num_train: 20000" in ran.out
+
+
+def test_the_sequence_schema_is_the_data_modules_signature():
+    """The sequence data sets' schema has the sequence data module's arguments, at its defaults: the module is
+    built from the composed section as it stands."""
+    import inspect
+
+    from vitpos.config.data import SequenceData
+    from vitpos.data.sequence import SequenceDataModule
+
+    parameters = inspect.signature(SequenceDataModule).parameters
+    fields = config.defaults(SequenceData)
+    assert set(fields) == set(parameters)
+    assert all(parameters[k].default == v for k, v in fields.items() if k != "name")

@@ -1,0 +1,50 @@
+"""The typed schema of vitpos's config groups: dataclasses, registered in Hydra's ConfigStore.
+
+Each dataclass holds a group option's keys and their defaults; the group's YAML file under ``configs/`` lists the
+schema first in its defaults list (``/schema/<group>/<name>@_here_``) and sets only what differs. A key the schema
+does not have is refused by Hydra's struct mode wherever it is written: in a YAML file (a user's own, with
+``--config-dir``) or on the command line (:func:`vitpos.cli.hydra_errors.override_error` words both in one line).
+The defaults live here, in the package, so an installed vitpos needs no YAML to build a data module.
+
+Fields are typed ``Any``: the value rules (integers that refuse ``true``, bounds, sizes as a side or ``[h, w]``)
+are the config check's (:mod:`vitpos.checks`), which words a bad value as ``error: <option>: ...`` where OmegaConf
+would only say it cannot convert it. Importing this module registers the schemas (:func:`register`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hydra.core.config_store import ConfigStore
+
+from vitpos.config.data import Cifar10Data, SeqCopyData, SeqProbeData, SeqReverseData, ShapesData
+
+#: (group, option) -> its schema: ``configs/<group>/<option>.yaml`` starts from it
+SCHEMAS: dict[tuple[str, str], type] = {
+    ("data", "cifar10"): Cifar10Data,
+    ("data", "shapes"): ShapesData,
+    ("data", "seq_copy"): SeqCopyData,
+    ("data", "seq_reverse"): SeqReverseData,
+    ("data", "seq_probe"): SeqProbeData,
+}
+
+
+def register() -> None:
+    """Store every schema as ``schema/<group>/<option>`` (idempotent: ConfigStore replaces an entry)."""
+    store = ConfigStore.instance()
+    for (group, option), schema in SCHEMAS.items():
+        store.store(group=f"schema/{group}", name=option, node=schema)
+
+
+def schema_option(schema: type) -> tuple[str, str] | None:
+    """``(group, option)`` whose schema is ``schema``, or None for a class that is not one."""
+    return next((key for key, value in SCHEMAS.items() if value is schema), None)
+
+
+def defaults(schema: type) -> dict:
+    """The schema's keys and default values, in its order."""
+    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory() for f in
+            dataclasses.fields(schema)}  # fmt: skip
+
+
+register()

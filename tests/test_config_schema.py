@@ -69,3 +69,20 @@ def test_the_sequence_schema_is_the_data_modules_signature():
     fields = config.defaults(SequenceData)
     assert set(fields) == set(parameters)
     assert all(parameters[k].default == v for k, v in fields.items() if k != "name")
+
+
+@pytest.mark.parametrize(
+    ("words", "line"),
+    [
+        (["encoding=rope_2d_golden", "+encoding.min_freq=-1"],
+         "error: encoding.min_freq: must be a finite number > 0, got -1 (e.g. encoding.min_freq=1.0)"),
+        (["encoding=rope_2d_golden", "+encoding.zero_fraction=x"],
+         "error: encoding.zero_fraction: must be a number in [0, 1), got 'x' (e.g. 0.0)"),
+    ],
+)  # fmt: skip
+def test_an_encoding_option_is_named_once_and_blamed_for_its_own_value(words, line, tmp_path):
+    """The option is named once (not ``encoding.encoding.min_freq``), the fix is its own (no config file that
+    does not exist), and a value of the wrong type is blamed on the option, not on the model's width."""
+    ran = run_command("train.py", *words, "run.root=runs", cwd=tmp_path)
+    assert ran.code == 2
+    assert ran.err.strip() == line

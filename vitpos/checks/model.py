@@ -46,12 +46,21 @@ def check_encoding(c: dict, image: bool) -> None:
     except UserError:  # the network's memory (check_model_memory)
         raise
     except OptionError as err:  # an unknown option, a bad value or strategy: named by the class that owns the rule
-        fix = err.fix or f"configs/encoding/{name}.yaml has the defaults"
+        fix = err.fix or default_of(cls, err.option)
         raise UserError(err.option, err.args[0].rstrip("."), fix) from None
     except (ValueError, TypeError, KeyError, RuntimeError) as err:
         m = c["model"]
         message = str(err.args[0] if isinstance(err, KeyError) else err)
         raise UserError("encoding", message.rstrip("."), f"model: dim {m['dim']}, {m['num_heads']} heads") from None
+
+
+def default_of(cls, option: str) -> str:
+    """The fix for a bad value of ``option`` (``encoding.base``): the class's default for it."""
+    leaf = option.rpartition(".")[2]
+    try:
+        return f"its default: {option}={cls.option_default(leaf)}"
+    except KeyError:
+        return f"{cls.name}'s options: {', '.join(cls.option_names())}"
 
 
 def check_network(c: dict, image: bool, name: str, options: dict) -> None:

@@ -73,7 +73,7 @@ def check_positive(option: str, value, fix: str, allow_none: bool = False):
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
         rule = "must be > 0 or null" if allow_none else "must be a finite number > 0"
-        raise OptionError(f"encoding.{option}", f"encoding.{option} {rule}, got {value!r} ({fix})")
+        raise OptionError(f"encoding.{option}", f"{rule}, got {value!r}", fix)
     return value
 
 

@@ -23,6 +23,8 @@ Provenance and checks: docs/encodings.md#golden-gate-rope.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from . import functional as fn
@@ -66,10 +68,11 @@ class GoldenGateRoPE(_LearnedFrequencies):
         **kw,
     ):
         super().__init__(ctx, strategy, layout=layout, **kw)
-        check_positive("encoding.min_freq", min_freq, "e.g. encoding.min_freq=1.0")
-        check_positive("encoding.max_freq", max_freq, "e.g. encoding.max_freq=10000.0")
-        if not 0.0 <= zero_fraction < 1.0:
-            raise OptionError("encoding.zero_fraction", f"must lie in [0, 1), got {zero_fraction}")
+        check_positive("min_freq", min_freq, "e.g. encoding.min_freq=1.0")
+        check_positive("max_freq", max_freq, "e.g. encoding.max_freq=10000.0")
+        if isinstance(zero_fraction, bool) or not isinstance(zero_fraction, numbers.Real) or not 0 <= zero_fraction < 1:
+            message = f"must be a number in [0, 1), got {zero_fraction!r}"
+            raise OptionError("encoding.zero_fraction", message, "e.g. 0.0")
         pairs = ctx.head_dim // 2
         zeros = round(zero_fraction * pairs)
         omega = torch.cat([torch.zeros(zeros), min_freq * (max_freq / min_freq) ** torch.linspace(0, 1, pairs - zeros)])

@@ -86,3 +86,16 @@ def test_an_encoding_option_is_named_once_and_blamed_for_its_own_value(words, li
     ran = run_command("train.py", *words, "run.root=runs", cwd=tmp_path)
     assert ran.code == 2
     assert ran.err.strip() == line
+
+
+@pytest.mark.parametrize("launcher", ["submitit_local", "vitpos_local"])
+def test_a_key_the_launchers_typed_config_lacks_is_refused_before_the_sweep(launcher, tmp_path):
+    """``+hydra.launcher.nosuch=1`` is checked against the launcher plugin's own dataclass: one line, exit 2,
+    and nothing written (no multirun.yaml, no .submitit folder), where submitit raised a NameError mid-sweep."""
+    ran = run_command(
+        "train.py", "-m", f"hydra/launcher={launcher}", "+hydra.launcher.nosuch=1", "data=shapes", cwd=tmp_path
+    )
+    assert ran.code == 2
+    (line,) = ran.err.strip().splitlines()
+    assert line.startswith("error: hydra.launcher.nosuch: not an option of ") and "timeout_min" in line
+    assert list(tmp_path.iterdir()) == []

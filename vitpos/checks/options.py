@@ -11,10 +11,13 @@ Options whose rule involves another option are checked in :mod:`vitpos.checks.da
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import math
 from dataclasses import dataclass
+
+from omegaconf import DictConfig, OmegaConf
 
 from vitpos.errors import UserError
 from vitpos.integrations import is_timm
@@ -227,7 +230,16 @@ LAUNCHER: dict[str, Int] = {
 
 
 def check_launcher(launcher: dict) -> None:
-    """The options of :data:`LAUNCHER` that the sweep's launcher config ``launcher`` (a mapping) has."""
+    """The options of :data:`LAUNCHER` that the sweep's launcher config ``launcher`` (a mapping) has; and, where
+    the launcher's config is a typed one (a dataclass, as every Hydra launcher plugin registers), no key its
+    class lacks: ``+hydra.launcher.nosuch=1`` would reach the launcher and fail there, after the sweep began."""
+    schema = OmegaConf.get_type(launcher) if isinstance(launcher, DictConfig) else None
+    if dataclasses.is_dataclass(schema):
+        known = [field.name for field in dataclasses.fields(schema)]
+        for key in launcher:
+            if key not in known:
+                valid = ", ".join(k for k in known if not k.startswith("_"))
+                raise UserError(f"hydra.launcher.{key}", f"not an option of {schema.__name__}", f"valid: {valid}")
     for key, spec in LAUNCHER.items():
         if key in launcher:
             check_value(f"hydra.launcher.{key}", spec, launcher[key])

@@ -76,6 +76,10 @@ class GoldenGateRoPE(_LearnedFrequencies):
         directions = golden_directions(ctx.num_heads * pairs, 2).reshape(ctx.num_heads, pairs, 2)  # (H, Dh/2, 2)
         self.register_buffer("freqs", directions * omega[:, None], persistent=False)  # (H, Dh/2, 2): (row, column)
         self.min_freq, self.max_freq, self.zero_fraction = min_freq, max_freq, zero_fraction
+        self.keep_fastest(omega)  # omega rises along the pairs: the first pairs are the slowest here
+
+    def pair_groups(self) -> int:  # one spectrum over all the pairs, no axes: rotate_fraction counts them all
+        return 1
 
     def rotation(self, grid, block, device):  # a fixed table: cached per grid, strategy and device
         return super(_LearnedFrequencies, self).rotation(grid, block, device)

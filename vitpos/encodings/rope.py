@@ -12,11 +12,9 @@ Partial rotation (every encoding here), at no extra cost: an unrotated pair is
 a pair whose angle is 0, i.e. 1 + 0j in the same table (times the YaRN factor).
 
 - ``rotate_fraction`` p in (0, 1]: p-RoPE (Barbero et al. 2024, "Round and
-  Round We Go!", sec. 6): only the floor(p * n) highest-|omega| pairs of the
-  n pairs (per axis in 2D) turn, the ceil((1 - p) n) lowest frequencies are left
-  out, chosen by |omega| whatever order an encoding stores its pairs in
-  (:meth:`_RotaryBase.keep_fastest`); the kept ones keep their values (base^(-2i/Dh)
-  in 1D), they are not re-spread.
+  Round We Go!", sec. 6): of the n pairs (per axis in 2D) the floor(p * n) with the
+  highest |omega| turn, whatever order they are stored in (:meth:`_RotaryBase.keep_fastest`),
+  with their values (base^(-2i/Dh) in 1D), not re-spread; the others stay still.
   As the authors' code, google-deepmind/gemma ``gemma/gm/math/
   _positional_embeddings.py`` ``apply_rope(rope_proportion=)`` (commit faba7e31):
   int(p * Dh // 2) pairs keep their timescale, the rest get an infinite one.

@@ -9,24 +9,18 @@ frequency omega turns by the projection of the patch position (x column, y row) 
 omega log-spaced from ``max_freq`` down to ``min_freq`` (default: max_freq * base^(-4j/Dh),
 j = 0 .. Dh/4 - 1, base 10000, EVA-02's spectrum rather than RoPE-ViT's base 100).
 
-Conventions of the released code, huajianduzhuo-code/Spiral_RoPE ``RoPE_DeiT/rope.py`` and
-``models_v2.py`` (commit 4abece3b), with its script's defaults (``rotate=2``, i.e. K = 4;
-``same_theta=False``; ``max_freq_lang=1.5``, the value ``run_all.sh`` sets, though its help text
-says 0.5): pairs (2i, 2i+1); pair j of the first half of the pairs turns from the row axis
-(phi = pi/2 - k pi/K), of the second half from the column axis (phi = -k pi/K), with the j-th
-frequency and k = (j // 2) mod K/2; phi runs over (-pi/2, pi/2], the paper's k = 0 .. K-1 up to the
-sign of the angle. As there, the position turns about the grid's centre c: the angle is
-omega_k . (p - c) + omega_0 . c (omega_0: the pair's direction before the turn), so the class token,
-which is never rotated, meets every patch at the released model's phase (``model.pool=cls``);
-between patches the constant omega_0 . c - omega_k . c cancels. Its ``truncate_percentage`` t is
-offered as is: int(n t) of the n frequencies of each half, the lowest, stay still (the same as
-``rotate_fraction`` 1 - t up to that rounding: floor((1 - t) n) turn there). Deliberate difference:
-that code turns the square angle map as an image (``grid_sample``, border padding), which needs a
-square grid and clamps the corners; the formula here is exact on any h x w grid. On 14 x 14 patches
-(head dim 64) the angle of a patch agrees to 1.9e-6 rad where the turned map stays on the grid and
-differs by up to 2.55 rad in the corners (tests/test_spiral_rope.py). That code always interpolates
-(``strategy=interpolate align=ratio`` here; the default extrapolates, as the other RoPE).
-Provenance and checks: docs/encodings.md#spiral-rope
+Conventions of the released code (huajianduzhuo-code/Spiral_RoPE @ 4abece3b ``RoPE_DeiT/rope.py``,
+``models_v2.py``), with its script's defaults: K = 4, ``max_freq_lang=1.5`` (the value
+``run_all.sh`` sets; its help text says 0.5); pairs (2i, 2i+1); pair j of the first half turns from
+the row axis (phi = pi/2 - k pi/K), of the second half from the column axis (phi = -k pi/K), with
+k = (j // 2) mod K/2. The position turns about the grid's centre c: angle = omega_k . (p - c) +
+omega_0 . c (omega_0: the direction before the turn), so the class token, never rotated, meets each
+patch at the released model's phase (``model.pool=cls``); between patches the constant cancels.
+``truncate_percentage`` t is the released option: int(n t) of the n frequencies per half, the
+lowest, stay still (``rotate_fraction`` 1 - t: ceil(t n)). Deliberate difference: that code turns
+the square angle map as an image (``grid_sample``, border padding: square grids, clamped corners);
+the formula here is exact on any h x w grid. That code always interpolates (``strategy=interpolate
+align=ratio`` here; the default extrapolates). Provenance, measured gaps: docs/encodings.md#spiral-rope
 """
 
 from __future__ import annotations

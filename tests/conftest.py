@@ -174,6 +174,15 @@ def cifar_root() -> Path | None:
     return None
 
 
+def require_reference(module: str):
+    """The installed reference package ``module`` (a dev dependency: ``pip install -e '.[dev]'``). A test
+    that cannot find its reference fails, never skips: a missing reference would pass for a match."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        pytest.fail(f"the reference {module} is not installed ({err}): pip install -e '.[dev]'")
+
+
 def require_cifar() -> Path:
     root = cifar_root()
     if root is None:

@@ -5,12 +5,14 @@ configs always gave, [16, 24, 32, 40, 48, 64]; a list given is still checked and
 the option's name when the patches do not tile it."""
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import compose_train, run_command
 
 from vitpos.run.identity import run_dir
 from vitpos.sizes import default_resolutions
+from vitpos.train import train
 from vitpos.validate import validate
 
 SHAPES = ["data=shapes", "data.num_train=256", "data.val_size=64", "data.num_test=64"]
@@ -64,4 +66,35 @@ def test_the_timm_command_of_the_model_config_trains_and_tests_its_default_sizes
     assert ran.code == 0, ran.out + ran.err
     (status,) = (tmp_path / "runs").rglob("metrics.json")
     metrics = json.loads(status.read_text())["metrics"]
+    assert {k for k in metrics if k.startswith("test/acc@")} == {f"test/acc@res{s}" for s in (16, 32, 48, 64)}
+
+
+IMAGE_MODELS = sorted(
+    p.stem for p in (Path(__file__).parents[1] / "configs" / "model").glob("*.yaml") if p.stem != "seq_small"
+)
+
+
+@pytest.mark.parametrize("debug", ["fast", "subset"])
+@pytest.mark.parametrize("model", IMAGE_MODELS)
+def test_the_debug_configs_take_their_sizes_from_any_models_patch(debug, model):
+    """``debug=fast`` and ``debug=subset`` write no pixel sizes of their own: with every image model
+    config, the 16 px patches of configs/model/timm.yaml's ViT included, the check passes and each
+    size is a multiple of the patch."""
+    overrides = [*TIMM] if model == "timm" else [f"model={model}"]
+    cfg = compose_train("data=shapes", f"debug={debug}", *overrides)
+    assert cfg.model.get("name", "") == "vit_tiny_patch16_224" or model != "timm"  # the command line's model
+    validate(cfg)
+    patch = 16 if model == "timm" else cfg.model.patch_size  # vit_tiny_patch16_224
+    assert cfg.eval.resolutions and all(size % patch == 0 for size in cfg.eval.resolutions)
+
+
+@pytest.mark.slow
+def test_debug_fast_trains_a_timm_model_with_16_pixel_patches(tmp_path):
+    """configs/model/timm.yaml's ViT (patch 16, timm's initialisation) under ``debug=fast``: one batch
+    of training, validation and test, then one test batch at each of its sizes."""
+    cfg = compose_train(
+        f"run.root={tmp_path}", "debug=fast", *TIMM, *SHAPES, "data.batch_size=16", "task.pictures=false"
+    )
+    metrics = train(cfg)
+    assert 0.0 <= metrics["test/acc"] <= 1.0
     assert {k for k in metrics if k.startswith("test/acc@")} == {f"test/acc@res{s}" for s in (16, 32, 48, 64)}

@@ -1,7 +1,9 @@
 """Partial RoPE (``rotate_fraction``: p-RoPE, Barbero et al. 2024; ``rotate_heads``) on every
 rotary encoding of rope.py: logits still depend on offsets only, what does not turn is left
 exactly alone, the defaults are the plain encodings bit for bit, the pairs kept are the
-paper's (checked against the authors' ``apply_rope(rope_proportion=)``), bad values are named."""
+paper's (checked against the authors' ``apply_rope(rope_proportion=)``), bad values are named;
+and on every encoding of the registry that takes ``rotate_fraction``, the pairs left still are
+the lowest-|omega| ones whatever order the encoding keeps its frequencies in."""
 
 import itertools
 import math
@@ -12,7 +14,7 @@ import torch
 import torch._dynamo as dynamo
 from conftest import make_encoding, small_vit
 
-from vitpos.encodings import OptionError
+from vitpos.encodings import OptionError, get_encoding_class, list_encodings
 from vitpos.encodings import functional as fn
 
 CPU = torch.device("cpu")
@@ -142,6 +144,61 @@ def test_the_pairs_kept_are_the_highest_frequencies_per_axis(name, p):
     if name in ("rope_1d", "rope_2d"):  # fixed spectra: every kept frequency is above every dropped one
         inv = fn.rope_inv_freq(per_axis, pe.base)
         assert inv[:kept].min() > inv[kept:].max()
+
+
+PARTIAL = [n for n in list_encodings() if "rotate_fraction" in get_encoding_class(n).option_names()]
+
+
+def pair_speeds(pe) -> torch.Tensor:
+    """(Dh/2,) |omega| of each pair, read from the encoding's frequencies (``freqs``: (..., Dh/2) or
+    (..., Dh/2, 2) vectors, the same magnitudes for every block and head at initialization), or RoPE's
+    own spectrum per axis where it keeps none."""
+    pairs = pe.ctx.head_dim // 2
+    freqs = getattr(pe, "freqs", None)
+    if freqs is None:
+        return fn.rope_inv_freq(pairs // pe.rot_axes, pe.base).repeat(pe.rot_axes)
+    freqs = freqs.detach().float()
+    mags = freqs.norm(dim=-1) if freqs.shape[-1] != pairs else freqs.abs()  # (..., Dh/2)
+    mags = mags.reshape(-1, pairs)
+    torch.testing.assert_close(mags, mags[:1].expand_as(mags))  # one spectrum for every block and head
+    return mags[0]
+
+
+def test_the_registry_list_holds_every_rotary_family():
+    assert {"rope_1d", "rope_2d", "rope_2d_golden", "rope_2d_spiral"} <= set(PARTIAL)  # the list is not empty
+
+
+@pytest.mark.parametrize("name", PARTIAL)
+@pytest.mark.parametrize("p", [0.25, 0.5, 0.6, 0.75])
+def test_the_pairs_left_still_are_the_lowest_frequencies_in_any_order(name, p):
+    """The still pairs, read off the rotation table (exactly 1 + 0j everywhere), are the
+    ceil((1 - p) n) lowest-|omega| of each group of n pairs (the axes of an axial spectrum; all
+    the pairs where they are no axes), and no still pair is faster than a turning one."""
+    grid = (12,) if 1 in get_encoding_class(name).grid_dims else (3, 5)
+    pe = make_encoding(name, grid=grid, dim=64, heads=2, rotate_fraction=p)  # 16 pairs a head
+    with torch.no_grad():
+        rot = pe.rotation(grid, 0, CPU).reshape(-1, 16)  # (H*N or N, Dh/2)
+    still = (rot == 1).all(dim=0)  # (Dh/2,)
+    speeds = pair_speeds(pe)
+    groups = pe.pair_groups()
+    n = 16 // groups
+    assert still.sum() == groups * math.ceil((1 - p) * n - 1e-9)
+    for g in range(groups):
+        s, v = still[g * n : (g + 1) * n], speeds[g * n : (g + 1) * n]
+        assert v[s].max() <= v[~s].min(), (name, g, v, s)  # the lowest in the group
+    assert speeds[still].max() <= speeds[~still].min()  # and the lowest of all
+    full = make_encoding(name, grid=grid, dim=64, heads=2)
+    with torch.no_grad():
+        turned = (full.rotation(grid, 0, CPU).reshape(-1, 16) != 1).any(dim=0)
+    assert turned[~still].all()  # every pair kept does turn
+
+
+def test_golden_gate_leaves_its_first_pairs_still_where_its_frequencies_rise():
+    """Golden Gate stores its magnitudes rising along the pairs (1 to 1e4): at p = 0.75 the still
+    quarter is the first pairs, omega from 1 to about 8.6, not the last pairs (up to 1e4)."""
+    pe = make_encoding("rope_2d_golden", grid=(3, 5), dim=64, heads=2, rotate_fraction=0.75)
+    assert torch.equal(pe.turning.flatten(), torch.arange(16) >= 4)
+    assert pair_speeds(pe)[:4].max() < 10 < 1000 < pair_speeds(pe)[4:].max()
 
 
 def test_rotate_heads_turns_the_first_heads_only():

@@ -1,7 +1,7 @@
 """Every encoding against a reference implementation in an installed package.
 
 timm (a runtime dependency), rotary-embedding-torch and Hugging Face
-``transformers`` (test-only; those tests skip, saying so, where absent).
+``transformers`` (dev dependencies: those tests fail, saying so, where absent).
 Where the channel order differs by convention the test states the mapping and
 compares after applying it. Tolerances: 1e-5 relative to the magnitudes
 involved (tables and rotations are O(1); frequencies are compared with rtol).
@@ -13,7 +13,7 @@ import math
 
 import pytest
 import torch
-from conftest import make_encoding
+from conftest import make_encoding, require_reference
 from timm.layers import (
     RotaryEmbeddingCat,
     RotaryEmbeddingMixed,
@@ -160,7 +160,7 @@ def test_relative_bias_table_resize_equals_timm(old, new, prefix):
 
 # ---------------------------------------------------------------------- RoPE
 def _lucidrains():
-    return pytest.importorskip("rotary_embedding_torch", reason="rotary-embedding-torch is not installed")
+    return require_reference("rotary_embedding_torch")
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
@@ -235,7 +235,7 @@ def test_cpe_equals_timm_posconv(prefix):
 # --------------------------------------------------- transformers references
 def hf_rope(rope_type: str, head_dim: int, base: float, train_length: int, **params):
     """HF's (inv_freq, attention_factor) for a Llama config with these RoPE parameters."""
-    pytest.importorskip("transformers", reason="transformers is a test-only reference (pip install -e '.[dev]')")
+    require_reference("transformers")
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
@@ -319,7 +319,7 @@ def test_rope_2d_yarn_is_hf_yarn_per_axis(scale):
 # -------------------------------------------------------------- ALiBi and T5
 @pytest.mark.parametrize("heads", [1, 2, 4, 6, 8, 12, 16, 20])
 def test_alibi_slopes_equal_transformers_bloom(heads):
-    pytest.importorskip("transformers", reason="transformers is a test-only reference (pip install -e '.[dev]')")
+    require_reference("transformers")
     from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
 
     close(fn.alibi_slopes(heads).float(), _get_alibi_slopes(heads, CPU), rtol=1e-6, atol=0)
@@ -328,7 +328,7 @@ def test_alibi_slopes_equal_transformers_bloom(heads):
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("buckets,max_distance", [(32, 128), (16, 64), (8, 20)])
 def test_t5_buckets_equal_transformers(bidirectional, buckets, max_distance):
-    pytest.importorskip("transformers", reason="transformers is a test-only reference (pip install -e '.[dev]')")
+    require_reference("transformers")
     from transformers.models.t5.modeling_t5 import T5Attention
 
     from vitpos.encodings.t5_bias import t5_relative_bucket

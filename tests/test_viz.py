@@ -163,8 +163,9 @@ def test_cli_on_a_fresh_model(tmp_path, capsys):
 
 
 def test_cli_on_a_checkpoint(tmp_path, capsys):
-    classification = pytest.importorskip("vitpos.tasks.classification")
     import lightning
+
+    from vitpos.tasks import classification
 
     cfg = {
         "data": {"root": str(tmp_path / "no-data"), "img_size": 16, "num_classes": 10},

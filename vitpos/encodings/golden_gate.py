@@ -15,9 +15,11 @@ of them set to 0: pairs that carry no position).
 Checked against lucidrains/vit-pytorch ``vit_pytorch/vit_nd_rotary.py``
 ``GoldenGateRoPENd`` (commit 39fd9ac8), as its conventions: positions are the integer patch
 coordinates, the pairs are (i, i + Dh/2) (``layout=half``), directions are drawn for
-``heads * Dh/2`` points in head-major order. Here the table is the same for every block,
-cached per grid; the class token is not rotated; ``interpolate`` rescales the positions to
-the training extent (as RoPE-Mixed's), ``extrapolate`` keeps them.
+``heads * Dh/2`` points in head-major order, one table shared by every block (the reference
+also builds one module for all its layers). Here the table is cached per grid; the class token
+is not rotated; ``interpolate`` rescales the positions to the training extent (as RoPE-Mixed's),
+``extrapolate`` keeps them. ``rotate_fraction`` counts all Dh/2 pairs as one spectrum and leaves
+the slowest still, which here are the first pairs (omega rises along them).
 Provenance and checks: docs/encodings.md#golden-gate-rope.
 """
 
@@ -34,7 +36,8 @@ from .rope import _LearnedFrequencies
 
 def golden_ratio(d: int) -> float:
     """phi_d, the positive root of x^(d+1) = x + 1 (phi_1 is the golden ratio), as the reference
-    computes it: ten fixed-point steps from 2 (phi_2 to about 1e-5, which sets the directions)."""
+    computes it: ten fixed-point steps from 2. phi_2, which sets the 2D directions, comes out
+    3.7e-8 above the root (phi_1: 2.9e-6); the reference's value is kept, not the exact root."""
     x = 2.0
     for _ in range(10):
         x = (1.0 + x) ** (1.0 / (d + 1.0))
@@ -79,6 +82,10 @@ class GoldenGateRoPE(_LearnedFrequencies):
         directions = golden_directions(ctx.num_heads * pairs, 2).reshape(ctx.num_heads, pairs, 2)  # (H, Dh/2, 2)
         self.register_buffer("freqs", directions * omega[:, None], persistent=False)  # (H, Dh/2, 2): (row, column)
         self.min_freq, self.max_freq, self.zero_fraction = min_freq, max_freq, zero_fraction
+        self.keep_fastest(omega)  # omega rises along the pairs: the first pairs are the slowest here
+
+    def pair_groups(self) -> int:  # one spectrum over all the pairs, no axes: rotate_fraction counts them all
+        return 1
 
     def rotation(self, grid, block, device):  # a fixed table: cached per grid, strategy and device
         return super(_LearnedFrequencies, self).rotation(grid, block, device)

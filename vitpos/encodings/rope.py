@@ -12,9 +12,9 @@ Partial rotation (every encoding here), at no extra cost: an unrotated pair is
 a pair whose angle is 0, i.e. 1 + 0j in the same table (times the YaRN factor).
 
 - ``rotate_fraction`` p in (0, 1]: p-RoPE (Barbero et al. 2024, "Round and
-  Round We Go!", sec. 6): only the floor(p * n) highest-frequency pairs of the
-  n pairs (per axis in 2D) turn, the lowest frequencies are left out; the kept
-  ones keep their RoPE values (base^(-2i/Dh) in 1D), they are not re-spread.
+  Round We Go!", sec. 6): of the n pairs (per axis in 2D) the floor(p * n) with the
+  highest |omega| turn, whatever order they are stored in (:meth:`_RotaryBase.keep_fastest`),
+  with their values (base^(-2i/Dh) in 1D), not re-spread; the others stay still.
   As the authors' code, google-deepmind/gemma ``gemma/gm/math/
   _positional_embeddings.py`` ``apply_rope(rope_proportion=)`` (commit faba7e31):
   int(p * Dh // 2) pairs keep their timescale, the rest get an infinite one.
@@ -77,13 +77,22 @@ class _RotaryBase(RopeScaling, PositionalEncoding):
         self.base, self.layout = base, layout
         self.init_scaling(scale, beta_fast, beta_slow, yarn_ramp, align)
         self.rotate_fraction, self.rotate_heads = rotate_fraction, rotate_heads
+        self.check_partial(ctx, rotate_fraction, rotate_heads)
         # (H or 1, 1, Dh/2) bool: which pairs of which heads turn; None: all (the plain path)
-        self.register_buffer("turning", self.turning_pairs(ctx, rotate_fraction, rotate_heads), persistent=False)
+        self.register_buffer("turning", None, persistent=False)
+        axis = ctx.head_dim // (2 * self.rot_axes)
+        self.keep_fastest(fn.rope_inv_freq(axis, base).repeat(self.rot_axes))  # RoPE's spectrum, per axis
         self._tables = GridCache()
 
-    def turning_pairs(self, ctx: EncodingContext, fraction, heads) -> torch.Tensor | None:
-        """The pairs that rotate (see the module docstring), validated; None when every pair of every head does."""
-        n = ctx.head_dim // (2 * self.rot_axes)  # pairs per axis, highest frequency first
+    def pair_groups(self) -> int:
+        """How many equal, contiguous groups of pairs ``rotate_fraction`` counts in (each keeps its own
+        fastest pairs): the axes of an axial spectrum, ``rot_axes``; 1 where the pairs are no axes."""
+        return self.rot_axes
+
+    def check_partial(self, ctx: EncodingContext, fraction, heads) -> None:
+        """An :class:`OptionError` for a ``rotate_fraction`` or ``rotate_heads`` no model can use."""
+        n = ctx.head_dim // (2 * self.pair_groups())  # pairs per group
+        per = " per axis" if self.pair_groups() > 1 else ""
         if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
             raise OptionError(
                 "encoding.rotate_fraction",
@@ -94,7 +103,7 @@ class _RotaryBase(RopeScaling, PositionalEncoding):
         if kept == 0:
             raise OptionError(
                 "encoding.rotate_fraction",
-                f"encoding.rotate_fraction={fraction} turns floor({fraction} * {n}) = 0 of the {n} pairs per axis; "
+                f"encoding.rotate_fraction={fraction} turns floor({fraction} * {n}) = 0 of the {n} pairs{per}; "
                 f"set it to at least {1 / n:.3g}, or use encoding=none",
             )
         if heads is not None and (
@@ -105,11 +114,23 @@ class _RotaryBase(RopeScaling, PositionalEncoding):
                 "encoding.rotate_heads must be null (every head) or an integer in "
                 f"[1, model.num_heads={ctx.num_heads}], got {heads!r}",
             )
-        if kept == n and heads in (None, ctx.num_heads):
-            return None
-        pairs = (torch.arange(n) < kept).repeat(self.rot_axes)  # (Dh/2,): per axis, the first pairs are the fastest
-        rows = torch.arange(ctx.num_heads if heads is not None else 1) < (heads or 1)  # (H,) or (1,)
-        return pairs[None, None, :] & rows[:, None, None]  # (H or 1, 1, Dh/2)
+
+    def keep_fastest(self, speeds: torch.Tensor, kept: int | None = None) -> None:
+        """Set ``turning`` from ``speeds`` (Dh/2,), each pair's |omega| (at initialization for learned
+        frequencies): in each of the :meth:`pair_groups` groups of n pairs, the ``kept`` (default
+        floor(rotate_fraction * n), as the authors' int(p * Dh // 2)) fastest turn and the others stay
+        still, picked by |omega| and not by position (a tie: the earlier pair turns). An encoding whose
+        spectrum is not RoPE's calls it again with its own; None when every pair of every head turns."""
+        groups, heads, num_heads = self.pair_groups(), self.rotate_heads, self.ctx.num_heads
+        n = speeds.numel() // groups
+        kept = math.floor(self.rotate_fraction * n) if kept is None else kept
+        if kept == n and heads in (None, num_heads):
+            self.turning = None
+            return
+        order = torch.sort(speeds.reshape(groups, n).abs(), dim=-1, descending=True, stable=True).indices  # (G, n)
+        pairs = torch.zeros(groups, n, dtype=torch.bool).scatter_(1, order[:, :kept], True).reshape(-1)  # (Dh/2,)
+        rows = torch.arange(num_heads if heads is not None else 1) < (heads or 1)  # (H,) or (1,)
+        self.turning = pairs[None, None, :] & rows[:, None, None]  # (H or 1, 1, Dh/2)
 
     def partial(self, angles: torch.Tensor) -> torch.Tensor:
         """``angles`` (..., N, Dh/2) with the pairs that do not turn set to 0 (a rotation by 1 + 0j)."""

@@ -9,18 +9,18 @@ frequency omega turns by the projection of the patch position (x column, y row) 
 omega log-spaced from ``max_freq`` down to ``min_freq`` (default: max_freq * base^(-4j/Dh),
 j = 0 .. Dh/4 - 1, base 10000, EVA-02's spectrum rather than RoPE-ViT's base 100).
 
-Conventions of the released code, huajianduzhuo-code/Spiral_RoPE ``RoPE_DeiT/rope.py`` (commit
-4abece3b), with its script's defaults (``rotate=2``, i.e. K = 4; ``max_freq_lang=1.5``;
-``same_theta=False``): pairs (2i, 2i+1); pair j of the first half of the pairs turns from the row
-axis (phi = pi/2 - k pi/K), of the second half from the column axis (phi = -k pi/K), with the j-th
-frequency and k = (j // 2) mod K/2; phi runs over (-pi/2, pi/2], the paper's k = 0 .. K-1 up to the
-sign of the angle. Deliberate difference: that code turns the square angle map as an image
-(``grid_sample``, border padding), which needs a square grid and clamps the corners; the formula
-here is exact on any h x w grid. On 14 x 14 patches (head dim 64) the angle between two patches
-agrees to 1.9e-6 rad where the turned map stays on the grid and differs by up to 2.55 rad in the
-corners (tests/test_spiral_rope.py). That code always interpolates (``strategy=interpolate
-align=ratio`` here; the default extrapolates, as the other RoPE); its ``truncate_percentage`` t is
-``rotate_fraction`` 1 - t. Provenance and checks: docs/encodings.md#spiral-rope
+Conventions of the released code (huajianduzhuo-code/Spiral_RoPE @ 4abece3b ``RoPE_DeiT/rope.py``,
+``models_v2.py``), with its script's defaults: K = 4, ``max_freq_lang=1.5`` (the value
+``run_all.sh`` sets; its help text says 0.5); pairs (2i, 2i+1); pair j of the first half turns from
+the row axis (phi = pi/2 - k pi/K), of the second half from the column axis (phi = -k pi/K), with
+k = (j // 2) mod K/2. The position turns about the grid's centre c: angle = omega_k . (p - c) +
+omega_0 . c (omega_0: the direction before the turn), so the class token, never rotated, meets each
+patch at the released model's phase (``model.pool=cls``); between patches the constant cancels.
+``truncate_percentage`` t is the released option: int(n t) of the n frequencies per half, the
+lowest, stay still (``rotate_fraction`` 1 - t: ceil(t n)). Deliberate difference: that code turns
+the square angle map as an image (``grid_sample``, border padding: square grids, clamped corners);
+the formula here is exact on any h x w grid. That code always interpolates (``strategy=interpolate
+align=ratio`` here; the default extrapolates). Provenance, measured gaps: docs/encodings.md#spiral-rope
 """
 
 from __future__ import annotations
@@ -47,6 +47,32 @@ def spiral_frequencies(head_dim: int, directions: int, max_freq: float, min_freq
     return (omega.repeat(2)[:, None] * unit).float()
 
 
+def truncated_pairs(n: int, t, fraction) -> int:
+    """How many of the ``n`` frequencies of each half ``truncate_percentage`` ``t`` leaves still: the
+    released int(n * t); an :class:`OptionError` for a t that is no fraction, that leaves none still
+    (there ``freqs[-0:] = 0`` stops every pair), or that comes with a ``rotate_fraction`` too."""
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < 1:
+        raise OptionError(
+            "encoding.truncate_percentage",
+            f"encoding.truncate_percentage must be a number in [0, 1), got {t!r} "
+            "(0: every pair turns; 0.25: the lowest quarter of the frequencies stay still)",
+        )
+    still = int(n * t)
+    if t and not still:
+        raise OptionError(
+            "encoding.truncate_percentage",
+            f"encoding.truncate_percentage={t} leaves int({t} * {n}) = 0 of the {n} frequencies per half still "
+            f"(the released code then stops them all); set 0, or at least {1 / n:.3g}",
+        )
+    if t and fraction != 1:
+        raise OptionError(
+            "encoding.truncate_percentage",
+            f"encoding.truncate_percentage={t} and encoding.rotate_fraction={fraction} both choose the still pairs; "
+            "set only one of them",
+        )
+    return still
+
+
 @register
 class SpiralRoPE(_LearnedFrequencies):
     """Spiral RoPE on the 2D patch grid: axial RoPE's pairs turned along K evenly spread
@@ -64,9 +90,11 @@ class SpiralRoPE(_LearnedFrequencies):
         max_freq: float = 1.5,
         min_freq: float | None = None,
         base: float = 10000.0,
+        truncate_percentage: float = 0.0,
         **kw,
     ):
         super().__init__(ctx, strategy, base=base, **kw)
+        still = truncated_pairs(ctx.head_dim // 4, truncate_percentage, self.rotate_fraction)
         if isinstance(directions, bool) or not isinstance(directions, int) or directions < 2 or directions % 2:
             raise OptionError(
                 "encoding.directions",
@@ -86,15 +114,22 @@ class SpiralRoPE(_LearnedFrequencies):
         lowest = max_freq * base ** (-(quarter - 1) / quarter) if min_freq is None else min_freq
         freqs = spiral_frequencies(ctx.head_dim, directions, max_freq, lowest)
         self.register_buffer("freqs", freqs, persistent=False)  # (Dh/2, 2): (row, column)
+        axial = spiral_frequencies(ctx.head_dim, 2, max_freq, lowest)  # the same pairs before the turn
+        self.register_buffer("axial", axial, persistent=False)  # (Dh/2, 2): (row, column)
         self.directions, self.max_freq, self.min_freq = directions, max_freq, min_freq
+        self.truncate_percentage = truncate_percentage
+        if still:  # the released truncation: the lowest int(n t) of each half stay still
+            self.keep_fastest(freqs.norm(dim=-1), kept=ctx.head_dim // 4 - still)
 
     def rotation(self, grid, block, device):  # a fixed table: cached per grid, strategy and device
         return super(_LearnedFrequencies, self).rotation(grid, block, device)
 
     def build_rotation(self, grid, block, device):
-        xs, ys = self.positions(grid, device)  # (N,), (N,)
-        f = self.freqs.to(device)  # (Dh/2, 2)
-        angles = ys[:, None] * f[None, :, 0] + xs[:, None] * f[None, :, 1]  # (N, Dh/2)
+        xs, ys = self.positions(grid, device)  # (N,), (N,), row-major: the first and last patch are corners
+        f, axial = self.freqs.to(device), self.axial.to(device)  # (Dh/2, 2), (Dh/2, 2)
+        cy, cx = (ys[0] + ys[-1]) / 2, (xs[0] + xs[-1]) / 2  # the grid's centre, as the positions run
+        phase = cy * axial[:, 0] + cx * axial[:, 1]  # (Dh/2,): the angle at the centre before the turn
+        angles = (ys[:, None] - cy) * f[None, :, 0] + (xs[:, None] - cx) * f[None, :, 1] + phase  # (N, Dh/2)
         return fn.rope_angles_to_complex(self.partial(angles))  # (N, Dh/2), or (H, N, Dh/2) with rotate_heads
 
     def extra_repr(self) -> str:

@@ -99,3 +99,40 @@ def test_a_key_the_launchers_typed_config_lacks_is_refused_before_the_sweep(laun
     (line,) = ran.err.strip().splitlines()
     assert line.startswith("error: hydra.launcher.nosuch: not an option of ") and "timeout_min" in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_encoding_names_read_from_the_source_are_the_registry():
+    """Reading the names without importing the package gives what importing it registers."""
+    from vitpos.config.encodings import builtin_names
+    from vitpos.encodings import list_encodings
+
+    assert builtin_names() == sorted(list_encodings())
+
+
+def test_a_registered_encoding_without_a_config_file_composes_and_is_checked(tmp_path):
+    """With its YAML file gone, ``encoding=<name>`` composes from the node the package stores, the check
+    builds the encoding with its own defaults, and a new module in a folder is found by its ``@register``."""
+    import shutil
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
+
+    from vitpos.config.encodings import builtin_names, files_missing
+    from vitpos.validate import validate
+
+    configs = tmp_path / "configs"
+    shutil.copytree(CONFIG_DIR, configs)
+    (configs / "encoding" / "rope_2d_golden.yaml").unlink()
+    assert files_missing(configs) == ["rope_2d_golden"]
+    ConfigStore.instance().store(group="encoding", name="rope_2d_golden", node={"name": "rope_2d_golden"})
+    try:
+        with initialize_config_dir(str(configs), version_base="1.3"):
+            cfg = compose("train", overrides=["encoding=rope_2d_golden", "data=shapes", "model=vit_micro"])
+        assert OmegaConf.to_container(cfg.encoding) == {"name": "rope_2d_golden"}
+        validate(cfg)
+    finally:
+        ConfigStore.instance().repo["encoding"].pop("rope_2d_golden.yaml", None)
+    module = tmp_path / "mine"
+    module.mkdir()
+    (module / "enc.py").write_text('@register\nclass Mine:\n    """One."""\n\n    name = "mine_2d"\n')
+    assert builtin_names(module) == ["mine_2d"]

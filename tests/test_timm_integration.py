@@ -34,15 +34,16 @@ def timm_vit(**kw) -> torch.nn.Module:
 
 
 def encoding_config(config: str) -> tuple[str, dict]:
-    """The encoding's name and options in ``configs/encoding/<config>.yaml`` (what ``train.py
-    encoding=<config>`` passes: ``pape_ri`` is ``pape`` with options)."""
-    options = OmegaConf.to_container(OmegaConf.load(CONFIGS / "encoding" / f"{config}.yaml"))
+    """The encoding's name and options as ``train.py encoding=<config>`` composes them (``pape_ri`` is ``pape``
+    with options; an encoding without a YAML file is its name at its defaults)."""
+    options = OmegaConf.to_container(compose_train(f"encoding={config}").encoding)
     return options.pop("name"), options
 
 
-#: every encoding config for images: each registered image encoding, and the variants of one (pape_ri)
+#: every encoding config for images: each registered image encoding, and the presets of one (pape_ri)
 IMAGE_CONFIGS = sorted(
-    p.stem for p in (CONFIGS / "encoding").glob("*.yaml") if encoding_config(p.stem)[0] in list_encodings(2)
+    {p.stem for p in (CONFIGS / "encoding").glob("*.yaml") if encoding_config(p.stem)[0] in list_encodings(2)}
+    | set(list_encodings(2))
 )
 
 
@@ -113,9 +114,11 @@ def test_a_table_of_another_grid_is_resampled_by_the_encoding():
     torch.testing.assert_close(model.pos.table.detach(), expected)
 
 
-def test_every_sweep_encoding_has_a_config_here():
+def test_every_sweep_encoding_composes_as_its_name():
+    """Each encoding the shared sweep list names composes as ``encoding=<name>`` (with or without a YAML file)."""
     sweep = OmegaConf.load(CONFIGS / "sweep" / "image_encodings.yaml")["encoding"].split(",")
-    assert set(sweep) <= set(IMAGE_CONFIGS) and set(list_encodings(2)) <= set(IMAGE_CONFIGS)
+    assert set(sweep) <= set(IMAGE_CONFIGS)
+    assert all(encoding_config(name)[0] == name for name in sweep)
 
 
 @pytest.mark.parametrize("config", IMAGE_CONFIGS)

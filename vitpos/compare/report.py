@@ -16,7 +16,7 @@ import re
 
 import pandas as pd
 
-from vitpos.compare.stats import METHOD, Group, pooled, shares_group
+from vitpos.compare.stats import METHOD, Group, pooled, shares_group, why_unresolvable
 from vitpos.metrics import parse_metric
 from vitpos.sizes import column_order
 from vitpos.tables import markdown_table
@@ -100,13 +100,19 @@ def tied_sentence(groups: pd.DataFrame, names: dict[str, str]) -> list[str]:
             if shares_group(r["test/acc_group"], best["test/acc_group"])]  # fmt: skip
     spread, df = pooled([Group(r["label"], r["test/acc_mean"], r["test/acc_std"] if r["seeds"] >= 2 else math.nan,
                                int(r["seeds"])) for _, r in groups.iterrows()])  # fmt: skip
-    head = f"Not distinguishable from the best test/acc (`{names[best['label']]}`) at 95%: "
+    method = f"Method: {METHOD}"
+    refused = why_unresolvable(spread, df)
+    if refused:
+        return [f"Nothing is resolved at 95%: {refused}. {method}.", ""]
+    head = f"Not distinguishable from the best test/acc (`{names[best['label']]}`) at 95% (all pairs: secondary): "
     what = (
-        (", ".join(tied) + f" ({len(tied)} of {len(groups) - 1})") if tied else "none: it is resolved from every other"
+        (", ".join(tied) + f" ({len(tied)} of {len(groups) - 1})")
+        if tied
+        else "no other encoding (it is resolved from every other)"
     )
     return [
         head + what + ". Rows sharing a letter in **group** are not distinguishable from each other. "
-        f"Method: {METHOD}; pooled seed std {100 * spread:.2f} points on {counted(df, 'degree')} of freedom.",
+        f"{method}; pooled seed std {100 * spread:.2f} points on {counted(df, 'degree')} of freedom.",
         "",
     ]
 

@@ -9,6 +9,7 @@ so every row adds up as printed.
 
 from __future__ import annotations
 
+from vitpos.compare.primary import reading_lines
 from vitpos.compare.protocol import Protocol
 from vitpos.compare.stats import shares_group
 from vitpos.sizes import size_order
@@ -232,3 +233,18 @@ def lever_table(report: list[dict], runs: list[dict[str, str]], base: str = "bas
     header = ["lever", "training", "params", "val acc (%)", "test acc (%)", "flip TTA (%)", f"vs {base}", "fit min",
               "eval min", "run min"]  # fmt: skip
     return markdown_table(header, table)
+
+
+def seed_reading(runs: list[dict[str, str]]) -> str:
+    """The report's seed analysis of a one-section comparison (vitpos/compare/primary.py): the
+    declared primary analysis, or why it is pending, with the sensitivity table and the resolving
+    power, made from ``runs.csv`` exactly as the report makes it."""
+    complete = [r for r in runs if r.get("status") == "complete" and r.get("test/acc")]
+    sections = sorted({(r["task"], r["model"], r["budget"]) for r in complete})
+    if len(sections) != 1:
+        raise ValueError(f"the seed reading takes one section; runs.csv has {len(sections)}")
+    scores: dict[str, dict[int, float]] = {}
+    for r in complete:
+        scores.setdefault(r["label"], {})[int(float(r["seed"]))] = float(r["test/acc"])
+    lines = reading_lines(scores, {label: encoding_of(label) for label in scores}, *sections[0][:2])
+    return "\n".join(line.replace("### ", "#### ", 1) if line.startswith("### ") else line for line in lines).strip()

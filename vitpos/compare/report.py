@@ -16,6 +16,7 @@ import re
 
 import pandas as pd
 
+from vitpos.compare.primary import reading_lines
 from vitpos.compare.stats import METHOD, Group, pooled, shares_group, why_unresolvable
 from vitpos.metrics import parse_metric
 from vitpos.sizes import column_order
@@ -117,6 +118,19 @@ def tied_sentence(groups: pd.DataFrame, names: dict[str, str]) -> list[str]:
     ]
 
 
+def seed_scores(rows: pd.DataFrame, task: str, model: str, budget: str) -> dict[str, dict[int, float]]:
+    """{label: {seed: test/acc}} of the complete runs of one section."""
+    if "test/acc" not in rows:
+        return {}
+    done = rows[rows["complete"].astype(bool) & (rows["task"] == task) & (rows["model"] == model)
+                & (rows["budget"] == budget)]  # fmt: skip
+    scores: dict[str, dict[int, float]] = {}
+    for label, seed, value in zip(done["label"], done["seed"], done["test/acc"]):
+        if seed is not None and not pd.isna(seed) and value is not None and not pd.isna(value):
+            scores.setdefault(label, {})[int(seed)] = float(value)
+    return scores
+
+
 def fmt_minutes(minutes: float) -> str:
     return "" if minutes is None or math.isnan(minutes) else f"{minutes:.1f}"
 
@@ -185,6 +199,7 @@ def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, jobs: list, notes:
             continue
         names = display_labels(list(sel["label"]))
         parts += [main_table(sel, names), ""] + tied_sentence(sel, names)
+        parts += reading_lines(seed_scores(rows, task, model, budget), names, task, model)
         for kind in ("res", "len"):
             parts += strategy_tables(sel, names, kind)
     bad = rows[~rows["complete"].astype(bool)].sort_values(["task", "label", "path"])

@@ -248,3 +248,18 @@ def seed_reading(runs: list[dict[str, str]]) -> str:
         scores.setdefault(r["label"], {})[int(float(r["seed"]))] = float(r["test/acc"])
     lines = reading_lines(scores, {label: encoding_of(label) for label in scores}, *sections[0][:2])
     return "\n".join(line.replace("### ", "#### ", 1) if line.startswith("### ") else line for line in lines).strip()
+
+
+def comparison_runs(runs: list[dict[str, str]]) -> str:
+    """One sentence of what a comparison holds: its complete runs, and the seeds of each encoding
+    (one list when every encoding has the same seeds)."""
+    complete = [r for r in runs if r.get("status") == "complete"]
+    seeds: dict[str, set[int]] = {}
+    for r in complete:
+        seeds.setdefault(encoding_of(r["label"]), set()).add(int(float(r["seed"])))
+    lists = {" ".join(map(str, sorted(s))) for s in seeds.values()}
+    if len(lists) == 1:
+        held = f"seeds {', '.join(lists.pop().split())} of each of its {len(seeds)} encodings"
+    else:
+        held = "; ".join(f"`{name}` seeds {', '.join(map(str, sorted(s)))}" for name, s in sorted(seeds.items()))
+    return f"**{len(complete)} complete runs**: {held}."

@@ -52,6 +52,8 @@ def test_the_primary_is_computed_as_soon_as_seeds_1_to_3_exist():
     text = "\n".join(reading_lines(scores, names_of(scores), PRIMARY.task, PRIMARY.model))
     assert "Pending" not in text and "not the primary analysis" not in text
     assert "| primary: two-way, seeds 1, 2, 3 |" in text and "| two-way, seeds 0, 1, 2, 3 |" in text
+    primary_row = next(line for line in text.splitlines() if line.startswith("| primary: two-way"))
+    assert primary_row.split("|")[5].strip() == "0"  # the primary differs from itself in no verdict
     row = next(line for line in text.splitlines() if line.startswith("| `enc5` |"))
     assert row.count("**") == 4  # resolved against both references
     assert "Resolving power at 3 seeds" in text  # the primary's own seeds: 1, 2, 3

@@ -131,7 +131,8 @@ def _p(p: float) -> str:
 def sensitivity(scores: dict[str, dict[int, float]], references: tuple[str, ...], alpha: float,
                 primary: tuple[int, ...] | None) -> tuple[str, tuple[str, str] | None]:  # fmt: skip
     """The sensitivity table (each reading's residual, the contrasts of the family and the pairs
-    it resolves, and its verdict on the best − runner-up pair) and that pair."""
+    it resolves, how many family verdicts differ from the primary's: fragile ones, and its
+    verdict on the best − runner-up pair) and that pair."""
     present = shared_seeds(scores)
     readings = []
     if primary and set(primary) <= set(present):
@@ -146,20 +147,23 @@ def sensitivity(scores: dict[str, dict[int, float]], references: tuple[str, ...]
     labels, table = score_table(scores, present)
     ranked = sorted(labels, key=lambda label: -table[labels.index(label)].mean())
     pair = (ranked[0], ranked[1]) if len(ranked) > 1 else None
-    rows = []
+    family = reference_family(labels, tuple(r for r in references if r in labels))
+    rows, baseline = [], None
     for name, fit_of, seeds in readings:
         fit = fit_of(*score_table(scores, seeds)[::-1])
-        family = reference_family(labels, tuple(r for r in references if r in labels))
-        resolved = sum(p < alpha for _, p in contrast_tests(fit, family).values())
+        resolved = {c for c, (_, p) in contrast_tests(fit, family).items() if p < alpha}
+        if name.startswith("primary"):
+            baseline = resolved
+        differ = "-" if baseline is None else str(len(resolved ^ baseline))
         all_pairs = contrast_tests(fit, list(combinations(labels, 2)))
         verdict = "-"
         if pair:
-            diff, p = all_pairs.get(pair) or all_pairs[pair[::-1]]
+            _, p = all_pairs[pair] if pair in all_pairs else all_pairs[pair[::-1]]
             verdict = f"{_p(p)}: " + ("resolved" if p < alpha else "not resolved")
-        rows.append([name, _points(fit.s), f"{fit.df:.3g}", f"{resolved} of {len(family)}",
+        rows.append([name, _points(fit.s), f"{fit.df:.3g}", f"{len(resolved)} of {len(family)}", differ,
                      f"{sum(p < alpha for _, p in all_pairs.values())} of {len(all_pairs)}", verdict])  # fmt: skip
-    header = ["reading", "residual std (points)", "df", "family resolved", "all pairs resolved",
-              "best − runner-up (all pairs, Holm)"]  # fmt: skip
+    header = ["reading", "residual std (points)", "df", "family resolved", "family verdicts ≠ primary",
+              "all pairs resolved", "best − runner-up (all pairs, Holm)"]  # fmt: skip
     return markdown_table(header, rows), pair
 
 

@@ -21,15 +21,17 @@ from pathlib import Path
 from .doc_tables import (
     aspect_table,
     comparison_headline,
+    comparison_runs,
     comparison_top,
     lever_table,
     multires_vs_single,
     native_headline,
+    seed_reading,
 )
 from .report_rows import RESULTS, ROOT, read_csv, read_report
 
 #: the pages that may quote generated tables
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(RESULTS.glob("*/README.md"))]
 
 
 def _comparison_headline_of(folder: Path) -> str:
@@ -52,6 +54,8 @@ TABLES: dict[str, tuple[str, Callable[[Path], str]]] = {
         "cifar10_full",
         lambda folder: comparison_top(read_csv(folder / "report.csv"), read_csv(folder / "runs.csv")),
     ),
+    "cifar10_full/runs": ("cifar10_full", lambda folder: comparison_runs(read_csv(folder / "runs.csv"))),
+    "cifar10_full/primary": ("cifar10_full", lambda folder: seed_reading(read_csv(folder / "runs.csv"))),
     "cifar10_full_e11/headline": ("cifar10_full_e11", _comparison_headline_of),
     "cifar10_full_13ep/headline": ("cifar10_full_13ep", _comparison_headline_of),
     "recipe_levers/levers": ("recipe_levers", _levers_of("base")),

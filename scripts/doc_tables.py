@@ -9,6 +9,7 @@ so every row adds up as printed.
 
 from __future__ import annotations
 
+from vitpos.compare.primary import reading_lines
 from vitpos.compare.protocol import Protocol
 from vitpos.compare.stats import shares_group
 from vitpos.sizes import size_order
@@ -199,11 +200,13 @@ def lever_training(row: dict) -> str:
 
 def lever_table(report: list[dict], runs: list[dict[str, str]], base: str = "base") -> str:
     """docs/recipe.md's lever table: one row per change to the recipe (a run label
-    ``<lever>-<hash>``), ``base`` first, then best test score first. Test accuracy beside the
-    flip test-time-augmented one (never instead of it), the change in test accuracy from ``base``
-    (taken between the printed numbers), and the minutes of every part of the run: fit (compile,
-    training, validation) and evaluation (test, flip pass, other sizes). The parameter count
-    comes from ``runs.csv`` (a lever may change the model's width)."""
+    ``<lever>-<hash>``), ``base`` first, then **best validation score first**: a lever is chosen
+    on the 5,000 held-out training images, never on the test set (a row without a validation
+    score goes last). Validation accuracy, test accuracy beside the flip test-time-augmented one
+    (never instead of it), the change in test accuracy from ``base`` (taken between the printed
+    numbers), and the minutes of every part of the run: fit (compile, training, validation) and
+    evaluation (test, flip pass, other sizes). The parameter count comes from ``runs.csv`` (a
+    lever may change the model's width)."""
     rows = {encoding_of(r["label"]): r for r in report}
     if base not in rows:
         raise ValueError(f"the lever table needs a {base!r} run to compare with; the report has {sorted(rows)}")
@@ -214,15 +217,49 @@ def lever_table(report: list[dict], runs: list[dict[str, str]], base: str = "bas
 
     reference = mean(rows[base], "test/acc", percent=True)
     table = []
-    for name in [base, *sorted(set(rows) - {base}, key=lambda n: -(mean(rows[n], "test/acc", True) or 0.0))]:
+
+    def chosen_by(name: str) -> tuple[float, str]:  # validation accuracy, best first; ties by name
+        return -(mean(rows[name], "val/acc_best", True) or -1.0), name
+
+    for name in [base, *sorted(set(rows) - {base}, key=chosen_by)]:
         row = rows[name]
         test, fit, evaluation = mean(row, "test/acc", True), mean(row, "time/fit_min"), mean(row, "time/eval_min")
         delta = "" if name == base or test is None or reference is None else f"{test - reference:+.1f}"
         total = None if fit is None or evaluation is None else fit + evaluation
         params = {float(r["params"]) for r in runs if r["label"] == row["label"] and r.get("params")}
         size = f"{params.pop() / 1e6:.2f}M" if len(params) == 1 else "-"
-        scores = [_fmt(test), _fmt(mean(row, "test/acc_flip", True)), delta]
+        scores = [_fmt(mean(row, "val/acc_best", True)), _fmt(test), _fmt(mean(row, "test/acc_flip", True)), delta]
         table.append([f"`{name}`", lever_training(row), size, *scores, *map(_fmt, (fit, evaluation, total))])
-    header = ["lever", "training", "params", "test acc (%)", "flip TTA (%)", f"vs {base}", "fit min", "eval min",
-              "run min"]  # fmt: skip
+    header = ["lever", "training", "params", "val acc (%)", "test acc (%)", "flip TTA (%)", f"vs {base}", "fit min",
+              "eval min", "run min"]  # fmt: skip
     return markdown_table(header, table)
+
+
+def seed_reading(runs: list[dict[str, str]]) -> str:
+    """The report's seed analysis of a one-section comparison (vitpos/compare/primary.py): the
+    declared primary analysis, or why it is pending, with the sensitivity table and the resolving
+    power, made from ``runs.csv`` exactly as the report makes it."""
+    complete = [r for r in runs if r.get("status") == "complete" and r.get("test/acc")]
+    sections = sorted({(r["task"], r["model"], r["budget"]) for r in complete})
+    if len(sections) != 1:
+        raise ValueError(f"the seed reading takes one section; runs.csv has {len(sections)}")
+    scores: dict[str, dict[int, float]] = {}
+    for r in complete:
+        scores.setdefault(r["label"], {})[int(float(r["seed"]))] = float(r["test/acc"])
+    lines = reading_lines(scores, {label: encoding_of(label) for label in scores}, *sections[0][:2])
+    return "\n".join(line.replace("### ", "#### ", 1) if line.startswith("### ") else line for line in lines).strip()
+
+
+def comparison_runs(runs: list[dict[str, str]]) -> str:
+    """One sentence of what a comparison holds: its complete runs, and the seeds of each encoding
+    (one list when every encoding has the same seeds)."""
+    complete = [r for r in runs if r.get("status") == "complete"]
+    seeds: dict[str, set[int]] = {}
+    for r in complete:
+        seeds.setdefault(encoding_of(r["label"]), set()).add(int(float(r["seed"])))
+    lists = {" ".join(map(str, sorted(s))) for s in seeds.values()}
+    if len(lists) == 1:
+        held = f"seeds {', '.join(lists.pop().split())} of each of its {len(seeds)} encodings"
+    else:
+        held = "; ".join(f"`{name}` seeds {', '.join(map(str, sorted(s)))}" for name, s in sorted(seeds.items()))
+    return f"**{len(complete)} complete runs**: {held}."

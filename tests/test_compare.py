@@ -431,7 +431,8 @@ def test_the_report_says_what_trained_and_counts_in_words(shapes_report):
     assert "## shapes · model `vit_micro` · shapes, 18,000 train (2,000 val) × 1 epoch\n" in md
     assert "20,000" not in md
     assert not re.search(r"\b1 (epochs|runs|seeds|jobs|degrees)\b", md), md
-    assert "pooled seed std 1.41 points on 1 degree of freedom." in md
+    # one degree of freedom resolves nothing, and the report says why
+    assert "Nothing is resolved at 95%: the seed spread rests on 1 degree of freedom" in md
     assert "None: all 3 runs are complete." in md
 
 

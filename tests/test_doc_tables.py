@@ -148,8 +148,11 @@ def test_the_comparison_headline_counts_position_parameters_against_none_and_kee
 
 
 def test_the_lever_table_puts_base_first_and_counts_every_minute():
+    val = {"bs256": "0.66", "progressive_e20": "0.70", "base": "0.65", "p12": "0.62"}  # no_epochs: none
+
     def lever(label, protocol, test, flip, fit, evaluation):
         return {"label": label, **protocol.columns(), "test/acc_mean": test, "test/acc_flip_mean": flip,
+                "val/acc_best_mean": val.get(label.split("-")[0], ""),
                 "time/fit_min_mean": fit, "time/eval_min_mean": evaluation}  # fmt: skip
 
     plain = Protocol("cifar10", epochs=13, img_size=32, native_size=32)
@@ -168,21 +171,26 @@ def test_the_lever_table_puts_base_first_and_counts_every_minute():
             {"label": "p12-dddddd", "params": "137802.0"}]  # fmt: skip
     lines = lever_table(report, runs).splitlines()
     assert lines[0] == (
-        "| lever | training | params | test acc (%) | flip TTA (%) | vs base | fit min | eval min | run min |"
+        "| lever | training | params | val acc (%) | test acc (%) | flip TTA (%) | vs base | fit min | eval min "
+        "| run min |"
     )
-    assert lines[2:] == [
-        "| `base` | 13 epochs | 0.14M | 65.5 | - |  | 18.0 | 0.8 | 18.8 |",  # the reference, then best first
-        "| `progressive_e20` | 20 epochs at 16-32 px | 0.31M | 70.1 | 71.2 | +4.6 | 18.2 | 0.5 | 18.8 |",
-        "| `bs256` | 13 epochs | 0.14M | 64.5 | 65.5 | -1.0 | 17.0 | 0.5 | 17.5 |",  # between printed numbers
-        "| `p12` | 12 epochs at 16-32 px (7/3/2) | 0.14M | 61.7 | 62.6 | -3.8 | 7.1 | 0.2 | 7.3 |",  # size_epochs
-        "| `no_epochs` | - | - | 50.0 | - | -15.5 | 1.0 | 0.1 | 1.1 |",  # no epoch count, no runs.csv row
+    assert lines[2:] == [  # the reference, then best validation score first (never the test score)
+        "| `base` | 13 epochs | 0.14M | 65.0 | 65.5 | - |  | 18.0 | 0.8 | 18.8 |",
+        "| `progressive_e20` | 20 epochs at 16-32 px | 0.31M | 70.0 | 70.1 | 71.2 | +4.6 | 18.2 | 0.5 | 18.8 |",
+        "| `bs256` | 13 epochs | 0.14M | 66.0 | 64.5 | 65.5 | -1.0 | 17.0 | 0.5 | 17.5 |",  # between printed numbers
+        "| `p12` | 12 epochs at 16-32 px (7/3/2) | 0.14M | 62.0 | 61.7 | 62.6 | -3.8 | 7.1 | 0.2 | 7.3 |",
+        "| `no_epochs` | - | - | - | 50.0 | - | -15.5 | 1.0 | 0.1 | 1.1 |",  # no validation score: last
     ]
+    # the order follows validation, not test: a lever better on test but worse on validation goes below
+    swapped = [{**r, "val/acc_best_mean": "0.61"} if r["label"].startswith("bs256") else r for r in report]
+    order = [line.split("|")[1].strip() for line in lever_table(swapped, runs).splitlines()[2:]]
+    assert order == ["`base`", "`progressive_e20`", "`p12`", "`bs256`", "`no_epochs`"]
     with pytest.raises(ValueError, match="needs a 'base' run"):
         lever_table(report[:2], runs)
     # another reference row (the bf16 levers start from the comparison recipe): first, and named in the header
     lines = lever_table(report, runs, base="p12").splitlines()
     assert "| vs p12 |" in lines[0]
-    assert lines[2] == "| `p12` | 12 epochs at 16-32 px (7/3/2) | 0.14M | 61.7 | 62.6 |  | 7.1 | 0.2 | 7.3 |"
+    assert lines[2] == "| `p12` | 12 epochs at 16-32 px (7/3/2) | 0.14M | 62.0 | 61.7 | 62.6 |  | 7.1 | 0.2 | 7.3 |"
     assert lines[3].startswith("| `progressive_e20` |") and "| +8.4 |" in lines[3]
 
 

@@ -78,6 +78,7 @@ PAGES = (
     "docs/encodings.md",
     "docs/running.md",  # the first sincos_2d run that later pages read (export.md, extrapolation.md)
     "docs/recipe.md",
+    "docs/preregistration.md",
     "docs/results.md",
     "docs/leaderboard.md",
     "docs/extrapolation.md",

@@ -16,7 +16,8 @@ import re
 
 import pandas as pd
 
-from vitpos.compare.stats import METHOD, Group, pooled, shares_group
+from vitpos.compare.primary import reading_lines
+from vitpos.compare.stats import METHOD, Group, pooled, shares_group, why_unresolvable
 from vitpos.metrics import parse_metric
 from vitpos.sizes import column_order
 from vitpos.tables import markdown_table
@@ -100,15 +101,34 @@ def tied_sentence(groups: pd.DataFrame, names: dict[str, str]) -> list[str]:
             if shares_group(r["test/acc_group"], best["test/acc_group"])]  # fmt: skip
     spread, df = pooled([Group(r["label"], r["test/acc_mean"], r["test/acc_std"] if r["seeds"] >= 2 else math.nan,
                                int(r["seeds"])) for _, r in groups.iterrows()])  # fmt: skip
-    head = f"Not distinguishable from the best test/acc (`{names[best['label']]}`) at 95%: "
+    method = f"Method: {METHOD}"
+    refused = why_unresolvable(spread, df)
+    if refused:
+        return [f"Nothing is resolved at 95%: {refused}. {method}.", ""]
+    head = f"Not distinguishable from the best test/acc (`{names[best['label']]}`) at 95% (all pairs: secondary): "
     what = (
-        (", ".join(tied) + f" ({len(tied)} of {len(groups) - 1})") if tied else "none: it is resolved from every other"
+        (", ".join(tied) + f" ({len(tied)} of {len(groups) - 1})")
+        if tied
+        else "no other encoding (it is resolved from every other)"
     )
     return [
         head + what + ". Rows sharing a letter in **group** are not distinguishable from each other. "
-        f"Method: {METHOD}; pooled seed std {100 * spread:.2f} points on {counted(df, 'degree')} of freedom.",
+        f"{method}; pooled seed std {100 * spread:.2f} points on {counted(df, 'degree')} of freedom.",
         "",
     ]
+
+
+def seed_scores(rows: pd.DataFrame, task: str, model: str, budget: str) -> dict[str, dict[int, float]]:
+    """{label: {seed: test/acc}} of the complete runs of one section."""
+    if "test/acc" not in rows:
+        return {}
+    done = rows[rows["complete"].astype(bool) & (rows["task"] == task) & (rows["model"] == model)
+                & (rows["budget"] == budget)]  # fmt: skip
+    scores: dict[str, dict[int, float]] = {}
+    for label, seed, value in zip(done["label"], done["seed"], done["test/acc"]):
+        if seed is not None and not pd.isna(seed) and value is not None and not pd.isna(value):
+            scores.setdefault(label, {})[int(seed)] = float(value)
+    return scores
 
 
 def fmt_minutes(minutes: float) -> str:
@@ -179,6 +199,7 @@ def markdown_report(rows: pd.DataFrame, groups: pd.DataFrame, jobs: list, notes:
             continue
         names = display_labels(list(sel["label"]))
         parts += [main_table(sel, names), ""] + tied_sentence(sel, names)
+        parts += reading_lines(seed_scores(rows, task, model, budget), names, task, model)
         for kind in ("res", "len"):
             parts += strategy_tables(sel, names, kind)
     bad = rows[~rows["complete"].astype(bool)].sort_values(["task", "label", "path"])

@@ -15,6 +15,10 @@ trained with one recipe:
 - what the adjusted tests cannot separate is shown as a **compact letter display**: encodings
   that share a letter are not distinguishable at this budget (Piepho's insert-and-absorb).
 
+A pooled spread of zero (every seed scored the same: runs saturated at 100% or stuck at chance)
+or on fewer than 2 degrees of freedom resolves nothing: the analysis says why (``refused``)
+instead of calling every difference exact.
+
 An encoding with one seed adds nothing to the pooled variance and gets no interval of its own
 (its row says "one seed"); it still enters the pairwise tests through s_p, which describes the
 recipe's seed noise, not the encoding's.
@@ -31,6 +35,7 @@ from string import ascii_lowercase
 from scipy import stats
 
 LEVEL = 0.95
+ZERO_SPREAD = 1e-9  # a seed spread below this (accuracy as a fraction) is rounding, not noise
 _LETTER = re.compile(r"\[\d+\]|[a-z]")  # one group's letter: a-z, then [26], [27], ...
 METHOD = (
     "95% intervals and pairwise t tests with the seed variance pooled over all encodings of the table "
@@ -52,7 +57,8 @@ class Group:
 class Analysis:
     """The pooled analysis of one table: ``interval[label]`` (None for one seed), ``letters[label]``,
     ``tied_with_best`` (labels not distinguishable from the best mean, the best included),
-    ``adjusted_p[(a, b)]`` (Holm) and the pooled standard deviation with its degrees of freedom."""
+    ``adjusted_p[(a, b)]`` (Holm), the pooled standard deviation with its degrees of freedom, and
+    ``refused``: why nothing is resolved, when the spread cannot weigh a difference."""
 
     pooled_std: float
     df: int
@@ -60,6 +66,7 @@ class Analysis:
     letters: dict[str, str]
     tied_with_best: list[str]
     adjusted_p: dict[tuple[str, str], float]
+    refused: str | None = None  # why nothing is resolved (zero spread, under 2 degrees of freedom)
 
     def resolved(self, a: str, b: str, alpha: float = 1 - LEVEL) -> bool:
         """Whether the difference of ``a`` and ``b`` is significant after Holm's adjustment."""
@@ -71,6 +78,19 @@ def shares_group(a, b) -> bool:
     """Whether two letter codes of :func:`letter_display` (``"ab"``, ``"bc"``; ``"[26]"`` past z)
     share a letter: the one test of "not distinguishable" that every table reads."""
     return bool(set(_LETTER.findall(str(a or ""))) & set(_LETTER.findall(str(b or ""))))
+
+
+def why_unresolvable(s: float, df: float) -> str | None:
+    """Why a residual ``s`` on ``df`` degrees of freedom resolves nothing, or None when it can.
+    A zero spread would make every difference exact (p = 0): seeds that all score the same say
+    nothing about the noise (runs saturated at 100% or stuck at chance). Under 2 degrees of
+    freedom the t quantiles are too wide to mean anything (12.7 at 1)."""
+    if df < 2:
+        degrees = "degree" if df == 1 else "degrees"
+        return f"the seed spread rests on {df:g} {degrees} of freedom (at least 2 needed: more seeds)"
+    if not s > ZERO_SPREAD:
+        return "the seed spread is zero (every seed scored the same): no difference can be weighed against noise"
+    return None
 
 
 def pooled(groups: list[Group]) -> tuple[float, int]:
@@ -118,8 +138,9 @@ def analyse(groups: list[Group], level: float = LEVEL) -> Analysis:
     groups = [g for g in groups if not math.isnan(g.mean)]
     s_p, df = pooled(groups)
     order = [g.label for g in sorted(groups, key=lambda g: (-g.mean, g.label))]
-    if df == 0:  # no seed spread anywhere: nothing can be resolved
-        return Analysis(math.nan, 0, dict.fromkeys(order), dict.fromkeys(order, "a"), order, {})
+    refused = why_unresolvable(s_p, df)
+    if refused:  # no usable seed spread: nothing can be resolved, and the report says why
+        return Analysis(s_p, df, dict.fromkeys(order), dict.fromkeys(order, "a"), order, {}, refused)
     t = stats.t.ppf(0.5 + level / 2, df)
     interval = {g.label: (g.mean - t * s_p / math.sqrt(g.n), g.mean + t * s_p / math.sqrt(g.n)) if g.n >= 2 else None
                 for g in groups}  # fmt: skip
@@ -127,11 +148,7 @@ def analyse(groups: list[Group], level: float = LEVEL) -> Analysis:
     raw = {}
     for a, b in combinations(order, 2):
         ga, gb = by_label[a], by_label[b]
-        se = s_p * math.sqrt(1 / ga.n + 1 / gb.n)
-        if se > 0:
-            raw[(a, b)] = 2 * stats.t.sf(abs(ga.mean - gb.mean) / se, df)
-        else:  # every seed of every encoding scored the same: any difference is exact
-            raw[(a, b)] = 0.0 if ga.mean != gb.mean else 1.0
+        raw[(a, b)] = 2 * stats.t.sf(abs(ga.mean - gb.mean) / (s_p * math.sqrt(1 / ga.n + 1 / gb.n)), df)
     adjusted = holm(raw)
     alpha = 1 - level
     resolved_pairs = {frozenset(pair) for pair, p in adjusted.items() if p < alpha}

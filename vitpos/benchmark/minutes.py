@@ -16,6 +16,9 @@ from functools import cache
 from pathlib import Path
 from statistics import mean
 
+from vitpos.compare.read import find_runs
+from vitpos.run.status import read_status
+
 
 @dataclass(frozen=True)
 class Minutes:
@@ -82,16 +85,22 @@ def run_minutes(encoding: str, kind: str, runs: list, results: Path) -> Minutes:
 
 
 @cache
+def snapshot_runs(folder: Path) -> tuple:
+    """The runs of a committed snapshot folder, each with its ``metrics.json`` (read once per process:
+    the plan and :func:`kind_ratio` both read them; no event file is read)."""
+    runs = find_runs(folder)
+    for run in runs:
+        run.status = read_status(run.path)
+    return tuple(runs)
+
+
+@cache
 def kind_ratio(results: str, kind: str, other: str) -> tuple[float, float, int] | None:
     """(lowest, highest, count) of the ratio of mean minutes on ``kind`` to those on ``other`` over the
     configurations (budget, model, encoding) committed under ``results`` on both; None when there are none."""
-    from vitpos.compare.read import find_runs
-    from vitpos.run.status import read_status
-
     times: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for runs in sorted(Path(results).glob("*/runs")):
-        for run in find_runs(runs):
-            run.status = read_status(run.path)
+        for run in snapshot_runs(runs):
             minutes = minutes_of(run)
             if minutes is not None and (run.status or {}).get("status") == "complete":
                 times[(run.budget, run.model, encoding_of(run))][str(kind_of(run))].append(minutes)

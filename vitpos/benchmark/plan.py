@@ -18,17 +18,17 @@ says why; with no baseline left, the plan would compare with nothing and is refu
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from vitpos.benchmark.minutes import Minutes, encoding_of, run_minutes
+from vitpos.benchmark.minutes import Minutes, encoding_of, run_minutes, snapshot_runs
 from vitpos.benchmark.options import PROTOCOLS, ROOT, BenchmarkOptions
 from vitpos.compare.protocol import Protocol
-from vitpos.compare.read import Run, find_runs
+from vitpos.compare.read import Run
 from vitpos.errors import UserError
-from vitpos.run.status import read_status
 from vitpos.run.sweep import job_config
 from vitpos.runtime import machine_kind, trainer_precision
 
@@ -86,10 +86,7 @@ def compose(experiment: str, encoding: str, module: str | None, seed: int, out: 
 def committed_runs(results: Path, report: str) -> list[Run]:
     """The committed snapshot runs of a report, each with its ``metrics.json`` (no event file is read)."""
     folder = results / report / "runs"
-    runs = find_runs(folder) if folder.is_dir() else []
-    for run in runs:
-        run.status = read_status(run.path)
-    return runs
+    return list(snapshot_runs(folder)) if folder.is_dir() else []
 
 
 def seeds_of(experiment: str) -> list[int]:
@@ -133,10 +130,10 @@ def make_plan(opts: BenchmarkOptions, protocol: str) -> Plan:
     planned = []
     for name in encodings:
         minutes = run_minutes(name, kind, this_budget, Path(opts.results))
-        module = opts.module if name == opts.encoding else None
+        first = probe if name == opts.encoding else compose(experiment, name, None, seeds[0], out, opts.overrides)
         for seed in seeds:
-            first = (name, seed) == (opts.encoding, seeds[0])
-            cfg = probe if first else compose(experiment, name, module, seed, out, opts.overrides)
+            cfg = copy.deepcopy(first)  # the seed is read lazily (interpolations): the same config as seed=<k>
+            cfg.seed = seed
             planned.append(Planned(name, seed, cfg, minutes, "" if name == opts.encoding else why))
     return Plan(protocol, kind, budget, planned, same, note, seeds)
 

@@ -18,7 +18,7 @@ default is a number (:func:`untyped`: text there would fail in training, with a 
 typed options are also fuzzed at the edges of their rules, read from the schema
 (vitpos/checks/options.py): refused exactly outside the range the schema states. The
 tools' ``key=value`` parser (vitpos/cli/options.py) is fuzzed the same way for
-``python -m vitpos.compare`` and ``python -m vitpos.extrapolate``.
+``python -m vitpos.compare``, ``python -m vitpos.extrapolate`` and ``python -m vitpos.benchmark``.
 
 The examples are derandomized (the same ones on every run, so CI is reproducible) and bounded:
 the ``train.py`` variants take about a minute and a half on one core, so they run in the slow tier
@@ -378,14 +378,19 @@ def parse_problem(schema: type, argv: list[str]) -> str | None:
 
 
 def tool_schemas():
+    from vitpos.benchmark import BenchmarkOptions
     from vitpos.compare.summary import CompareOptions
     from vitpos.extrapolate.checkpoints import ExtrapolateOptions
 
-    return {"vitpos.compare": CompareOptions, "vitpos.extrapolate": ExtrapolateOptions}
+    return {
+        "vitpos.compare": CompareOptions,
+        "vitpos.extrapolate": ExtrapolateOptions,
+        "vitpos.benchmark": BenchmarkOptions,
+    }
 
 
 @settings(FUZZ, max_examples=1000)
-@given(tool=st.sampled_from(["vitpos.compare", "vitpos.extrapolate"]), data=st.data())
+@given(tool=st.sampled_from(["vitpos.compare", "vitpos.extrapolate", "vitpos.benchmark"]), data=st.data())
 def test_tool_options_parse_or_refuse_with_a_fix(tool, data):
     schema = tool_schemas()[tool]
     argv = data.draw(tool_words(schema))
@@ -395,9 +400,9 @@ def test_tool_options_parse_or_refuse_with_a_fix(tool, data):
 
 def tool_command(tool: str, argv: list[str]) -> str | None:
     """What is wrong with ``python -m TOOL ARGV`` run in process in an empty folder, where its
-    input (``runs=`` or ``ckpt=``) names a file that does not exist: it must exit 2 with one
-    ``error:`` line and write nothing."""
-    main = {"vitpos.compare": "runs", "vitpos.extrapolate": "ckpt"}[tool]
+    input (``runs=``, ``ckpt=``, the benchmark's ``results=``) names a file that does not exist: it
+    must exit 2 with one ``error:`` line and write nothing (the benchmark: before it plans or trains)."""
+    main = {"vitpos.compare": "runs", "vitpos.extrapolate": "ckpt", "vitpos.benchmark": "results"}[tool]
     with tempfile.TemporaryDirectory() as tmp:
         missing = f"{main}={Path(tmp) / 'missing'}"
         try:
@@ -414,7 +419,7 @@ def tool_command(tool: str, argv: list[str]) -> str | None:
 
 
 @settings(FUZZ, max_examples=150)
-@given(tool=st.sampled_from(["vitpos.compare", "vitpos.extrapolate"]), data=st.data())
+@given(tool=st.sampled_from(["vitpos.compare", "vitpos.extrapolate", "vitpos.benchmark"]), data=st.data())
 def test_tools_on_bad_input_exit_2_with_one_line(tool, data):
     schema = tool_schemas()[tool]
     argv = [w for w in data.draw(tool_words(schema)) if w not in ("-h", "--help")]

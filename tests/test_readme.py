@@ -108,8 +108,8 @@ TRAIN_SMOKE = [*LIMITS, "++trainer.max_epochs=1", "model.compile=false"]
 # Commands that cannot run in CI, by prefix, with the reason.
 SKIP = {
     "python -m vitpos.benchmark": (
-        "trains the encoding under three committed protocols (about an hour on 2 cores); tests/test_benchmark.py "
-        "runs the same command end to end at a tiny scale"
+        "trains the encoding under three committed protocols (75 minutes to 12 hours on 2 cores); "
+        "tests/test_benchmark.py runs the same command end to end at a tiny scale"
     ),
     "python -m bench.step_cost": "times every encoding's training step (minutes, on a quiet machine)",
     "pip install": "installs packages: .ci/run runs this install itself before the tests",

@@ -228,4 +228,4 @@ def test_blocks_have_their_own_mlp_unless_shared():
 def test_bad_options_name_the_option(options, option):
     with pytest.raises(OptionError) as err:
         make_encoding("fire_2d", **options)
-    assert err.value.option == option and option in str(err.value)
+    assert err.value.option == option and option in err.value.line()

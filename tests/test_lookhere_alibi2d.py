@@ -252,7 +252,7 @@ def test_lookhere_at_another_grid_needs_no_strategy_and_is_cached_per_grid():
 def test_lookhere_bad_options_name_the_option(options, option):
     with pytest.raises(OptionError) as err:
         make_encoding("lookhere", heads=2, **options)
-    assert err.value.option == option and option in str(err.value)
+    assert err.value.option == option and option in err.value.line()
 
 
 @pytest.mark.parametrize("pool", ["gap", "cls"])

@@ -174,7 +174,7 @@ def test_bad_option_values_name_the_option_and_the_fix(name, option, value, fix)
     grid = (4, 4) if 2 in get_encoding_class(name).grid_dims else (16,)
     with pytest.raises(OptionError) as err:
         create_encoding(name, EncodingContext(32, 2, 2, grid), **{option: value})
-    line = f"{err.value.option}: {err.value}" + (f" ({err.value.fix})" if err.value.fix else "")  # as the check says
+    line = err.value.line()  # as the check says
     assert err.value.option == f"encoding.{option}" and re.search(re.escape(fix), line), line
     assert line.count(f"encoding.{option}") >= 1 and f"encoding.encoding.{option}" not in line
 

@@ -5,7 +5,6 @@ keep norms; logits depend on offsets only; bf16 close to float32; bad options ar
 
 import itertools
 import math
-import re
 
 import pytest
 import torch
@@ -236,6 +235,6 @@ def test_the_model_trains_with_the_augmentation_and_evaluates_without():
     ],
 )
 def test_bad_options_name_the_option_and_the_fix(option, value, fix):
-    with pytest.raises(OptionError, match=re.escape(fix)) as err:
+    with pytest.raises(OptionError) as err:
         encoding((4, 4), **option)
-    assert err.value.option == f"encoding.{value}"
+    assert err.value.option == f"encoding.{value}" and fix in err.value.line(), err.value.line()

@@ -13,7 +13,6 @@ corners, where its border padding clamps the map (K = 8: 1.89 rad).
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
 import torch
@@ -236,6 +235,6 @@ def test_the_rotation_keeps_norms_and_the_class_token():
     ],
 )
 def test_bad_options_name_the_option_and_the_fix(options, match):
-    with pytest.raises(OptionError, match=re.escape(match)) as err:
+    with pytest.raises(OptionError) as err:
         create_encoding("rope_2d_spiral", dim=32, num_heads=2, grid=(4, 4), **options)
-    assert err.value.option == f"encoding.{next(iter(options))}"
+    assert err.value.option == f"encoding.{next(iter(options))}" and match in err.value.line(), err.value.line()

@@ -48,6 +48,11 @@ class OptionError(ValueError):
         super().__init__(message)
         self.option, self.fix = option, fix
 
+    def line(self) -> str:
+        """The one line a user reads: the option, what was wrong, and the fix (when the error has one)."""
+        message = super().__str__().rstrip(".")
+        return f"{self.option}: {message}" + (f" ({self.fix})" if self.fix else "")
+
 
 class UnknownOption(OptionError, TypeError):
     """An option the encoding's ``__init__`` does not take (a ``TypeError``, as Python's own)."""

@@ -100,6 +100,13 @@ TRAIN_CASES = [
     ("model-of-other-task", ["model=seq_small"], "model.patch_size: missing, and the image task needs it"),
     ("data-of-other-task", [*SEQ, "data=shapes"], "data.task: missing, and the sequence task needs it"),
     ("option-deleted", ["~model.patch_size"], "model.patch_size: missing"),
+    ("option-delete-missing", ["~data.nosuch"], "data.nosuch: not in the config: nothing to delete"),
+    (
+        "option-append-existing",
+        ["+data.batch_size=3"],
+        "a leading + adds a new key (drop the +: data.batch_size",
+    ),
+    ("option-below-missing-section", ["nosuch.x=1"], "nosuch.x: no such option"),
     ("section-deleted", ["~data"], "run.group: cannot resolve its value"),
     ("interpolation-missing", ["data.batch_size=${data.nosuch}"], "data.batch_size: cannot resolve"),
     ("interpolation-env", ["data.batch_size=${oc.env:VITPOS_NO_SUCH_VARIABLE}"], "data.batch_size: cannot resolve"),

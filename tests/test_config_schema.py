@@ -101,6 +101,19 @@ def test_a_key_the_launchers_typed_config_lacks_is_refused_before_the_sweep(laun
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("sweep", [[], ["-m"]], ids=["run", "sweep"])
+def test_a_launcher_key_is_refused_with_hydras_basic_launcher_too(sweep, tmp_path):
+    """Hydra's basic launcher takes no options: a single run would ignore ``+hydra.launcher.nosuch=1`` and a
+    sweep would end in a traceback when Hydra builds the launcher. Both refuse it in one line, writing nothing."""
+    ran = run_command("train.py", *sweep, "+hydra.launcher.nosuch=1", "data=shapes", "run.root=runs", cwd=tmp_path)
+    assert ran.code == 2
+    (line,) = ran.err.strip().splitlines()
+    assert (
+        line.startswith("error: hydra.launcher.nosuch: not an option of BasicLauncherConf") and "vitpos_local" in line
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_encoding_names_read_from_the_source_are_the_registry():
     """Reading the names without importing the package gives what importing it registers."""
     from vitpos.config.encodings import builtin_names

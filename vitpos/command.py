@@ -59,6 +59,7 @@ def run(cfg: DictConfig) -> float:
     """One job of Hydra's: check the composed ``cfg``, train it; in a sweep, record how it ended."""
     from hydra.core.hydra_config import HydraConfig
 
+    from vitpos.checks.options import check_launcher
     from vitpos.errors import InputError
     from vitpos.validate import validate
 
@@ -67,6 +68,7 @@ def run(cfg: DictConfig) -> float:
     sweep.name_model(cfg, hydra_cfg.runtime.choices)  # the model's config name for the run folder
     in_sweep = sweep.in_sweep(hydra_cfg)
     try:
+        check_launcher(hydra_cfg.launcher)  # a single run too: +hydra.launcher.nosuch=1 is a typo, not a no-op
         validate(cfg)  # before torch loads and anything is written (a sweep's jobs: checked by the sweeper too)
         from vitpos.run.identity import run_dir
         from vitpos.train import train

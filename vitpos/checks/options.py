@@ -229,6 +229,10 @@ LAUNCHER: dict[str, Int] = {
 }
 
 
+#: the launchers whose options a sweep may set (Hydra's basic launcher takes none)
+LAUNCHERS_WITH_OPTIONS = "hydra/launcher=vitpos_local, vitpos_slurm or joblib"
+
+
 def check_launcher(launcher: dict) -> None:
     """The options of :data:`LAUNCHER` that the sweep's launcher config ``launcher`` (a mapping) has; and, where
     the launcher's config is a typed one (a dataclass, as every Hydra launcher plugin registers), no key its
@@ -239,7 +243,8 @@ def check_launcher(launcher: dict) -> None:
         for key in launcher:
             if key not in known:
                 valid = ", ".join(k for k in known if not k.startswith("_"))
-                raise UserError(f"hydra.launcher.{key}", f"not an option of {schema.__name__}", f"valid: {valid}")
+                fix = f"valid: {valid}" if valid else f"{LAUNCHERS_WITH_OPTIONS} take some"
+                raise UserError(f"hydra.launcher.{key}", f"not an option of {schema.__name__}", fix)
     for key, spec in LAUNCHER.items():
         if key in launcher:
             check_value(f"hydra.launcher.{key}", spec, launcher[key])

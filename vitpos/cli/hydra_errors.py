@@ -12,11 +12,11 @@ import difflib
 import re
 from pathlib import Path
 
-from hydra.errors import OverrideParseException
+from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf import DictConfig
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from vitpos.checks.options import check_launcher
+from vitpos.checks.options import LAUNCHERS_WITH_OPTIONS, check_launcher
 from vitpos.config import SCHEMAS, defaults, schema_option
 from vitpos.errors import UserError
 
@@ -35,18 +35,21 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
     if "Sweeping over Hydra's configuration is not supported" in text:  # -m hydra.launcher.n_jobs=1,2
         key = text.rpartition("'")[0].rpartition("'")[2].partition("=")[0]
         return UserError(key, "Hydra sweeps the run's options, not its own", f"one sweep per value: {key}=<value>")
-    missing = re.search(r"Could not (?:find|load) '([\w/]+)/([^']+)'", text)
-    if missing:
-        return _missing_config(*missing.groups(), configs, text)
+    missing = _cause(err, lambda e: isinstance(e, MissingConfigException) and e.missing_cfg_file)
+    if missing is not None and "/" in missing.missing_cfg_file:
+        return _missing_config(missing, configs)
     in_file = _unknown_file_key(err, words)
     if in_file is not None:
         return in_file
     typed = _cause(err, lambda e: isinstance(e, ValidationError))
     if typed is not None and getattr(typed, "full_key", None):
         return _wrong_type(str(typed.full_key), typed, words)
-    bad = re.search(r"Could not (?:override|append to) '([^']+)'", text) or re.search(r"full_key: (\S+)", text)
-    if bad:
-        key = bad.group(1).lstrip("+~")
+    key = _failed_key(err, words)
+    if key is not None and text.startswith("Could not append to config."):  # +key for a key the config has
+        return UserError(key, "is already set: a leading + adds a new key", f"drop the +: {key}=...")
+    if key is not None and text.startswith("Could not delete from config."):  # ~key for a key it lacks
+        return UserError(key, "not in the config: nothing to delete", "python train.py --cfg job shows the config")
+    if key is not None:
         section, _, leaf = key.rpartition(".")
         known = [k for k in known_keys(err, key) if not k.startswith("_")]  # _target_: the class, no option
         close = difflib.get_close_matches(leaf, known, n=1)
@@ -55,7 +58,7 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
         if not close and key.startswith("hydra."):  # a section of Hydra's (hydra.launcher): its options are the class's
             hint = valid if known else f"{section} has none here"
             if not known and section == "hydra.launcher":  # Hydra's basic launcher: the default
-                hint = "the launcher chosen takes none; hydra/launcher=vitpos_local, vitpos_slurm or joblib take some"
+                hint = f"the launcher chosen takes none; {LAUNCHERS_WITH_OPTIONS} take some"
             return UserError(key, "no such option", f"{hint}; python train.py --cfg hydra lists them")
         hint = f"did you mean {prefix}{close[0]}?" if close else valid if known else "see configs/train.yaml"
         return UserError(key, "no such option", f"{hint}; +{key}=... adds a new key")
@@ -90,12 +93,12 @@ def _null_group(words: list[str], configs: Path) -> UserError | None:
     return None
 
 
-def _missing_config(group: str, name: str, configs: Path, text: str) -> UserError:
-    """``<group>=<name>`` names no config: list the names Hydra listed in ``text`` (for ``hydra/launcher``, its
-    plugins' too), else the group's folder, which needs no torch (``encoding``'s are the registry names;
+def _missing_config(err: MissingConfigException, configs: Path) -> UserError:
+    """``<group>=<name>`` names no config: list the options Hydra's exception carries (for ``hydra/launcher``,
+    its plugins' too), else the group's folder, which needs no torch (``encoding``'s are the registry names;
     whether one suits images or sequences is the config check's job)."""
-    listed = re.search(r"Available options in '[\w/]+':\n((?:\t.*\n?)+)", text)
-    options = (listed.group(1).split() if listed else []) or config_names(configs, group)
+    group, _, name = str(err.missing_cfg_file).rpartition("/")
+    options = list(err.options or ()) or config_names(configs, group)
     what = "encoding" if group == "encoding" else "config"
     return UserError(group, f"no {what} {name!r}", f"valid: {', '.join(options)}")
 
@@ -130,6 +133,20 @@ def _unknown_file_key(err: BaseException, words: list[str]) -> UserError | None:
     file = f"{named.group(1) if named else '/'.join(option)}.yaml"
     valid = ", ".join(f"{option[0]}.{k}" for k in defaults(SCHEMAS[option]))
     return UserError(key, f"no such option (set in {file})", f"valid: {valid}")
+
+
+def _failed_key(err: BaseException, words: list[str]) -> str | None:
+    """The option whose override failed. OmegaConf's error in the cause chain names the key it looked up
+    (``full_key``); the command's word for that key (or for a key below it: ``nosuch.x`` when ``nosuch`` is
+    missing) gives the full name. Hydra's own refusals to append to an existing key or delete a missing one
+    carry no field: for those only, the key is read from Hydra's message, where it is quoted."""
+    lookup = _cause(err, lambda e: getattr(e, "full_key", None))
+    full_key = str(lookup.full_key) if lookup is not None else None
+    if full_key:
+        keys = [w.partition("=")[0].lstrip("+~") for w in words]
+        return next((k for k in keys if k == full_key or k.startswith(full_key + ".")), full_key)
+    quoted = re.match(r"Could not (?:append to|delete from) config\.[^']*'([^'=]+)'", str(err))
+    return quoted.group(1) if quoted else None
 
 
 def _cause(err: BaseException | None, found) -> BaseException | None:

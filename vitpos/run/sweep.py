@@ -139,6 +139,13 @@ class SweepReport(Callback):
         self.start: dict[int, float] = {}
 
     def on_multirun_start(self, config, **kwargs) -> None:  # Hydra's BasicLauncher runs the jobs in this process
+        from vitpos.checks.options import check_launcher
+        from vitpos.errors import InputError
+
+        try:
+            check_launcher(config.hydra.launcher)  # before Hydra builds the launcher from it
+        except InputError as err:
+            refuse(err)
         self.on_run_start(config, jobs_elsewhere=not str(config.hydra.launcher._target_).endswith("BasicLauncher"))
 
     def on_run_start(self, config, jobs_elsewhere: bool = False, **kwargs) -> None:

@@ -85,8 +85,11 @@ def run(cfg: DictConfig) -> float:
             traceback.print_exc()
         print(sweep.record_failure(hydra_cfg.runtime.output_dir, err), file=sys.stderr)
         return float("nan")
-    if in_sweep:
-        sweep.record_outcome(hydra_cfg.runtime.output_dir, metrics, run_dir(cfg))
+    else:
+        if in_sweep:
+            sweep.record_outcome(hydra_cfg.runtime.output_dir, metrics, run_dir(cfg))
+    finally:
+        signals.job_ended()
     return metrics.get("val/acc_best", metrics.get("test/acc", float("nan")))
 
 
@@ -109,7 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     raising = not hydras and sweep.raise_composition_errors()
     sys.argv = [prog, *hydra_words(argv)]  # Hydra's main reads its words here
     try:
-        run()
+        with signals.app():
+            run()
     except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
         if not (raising and sweep.composing()):
             raise

@@ -7,8 +7,11 @@ at the last finished epoch, so rerunning the command resumes exactly. With jobli
 the main process forwards the signal and waits up to :data:`GRACE` s. Later signals are ignored (``kill -9`` remains).
 The main process prints how to resume and skips the final garbage collection, which after ``torch.compile`` took 5-30 s.
 
-Outside ``train.py``'s Hydra app the handler defers to the one it replaced. An error raised after a
-stop (e.g. a killed ``g++``) is part of the stop: :func:`stopping` tells the sweep.
+Outside ``train.py``'s Hydra app the handler defers to the one it replaced. Where this process stands
+is told to this module, not read off the stack: :func:`app` spans the app (:func:`vitpos.command.main`),
+and a job runs from :func:`job_started` (Hydra's ``on_job_start``) to :func:`job_ended` (the task
+function's end). An error raised after a stop (e.g. a killed ``g++``) is part of the stop: :func:`stopping`
+tells the sweep.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ _stop: int | None = None  # the signal that stopped this process
 _owner = False  # this process runs train.py's app (prints the resume line)
 _jobs_elsewhere = False  # jobs run in worker processes (joblib)
 _exit_hook = False
+_in_app = False  # train.py's Hydra app runs in this process (vitpos.command.main)
+_in_job = False  # a job runs in this process: from Hydra's on_job_start to the task function's end
 
 
 class Stopped(SystemExit):
@@ -89,23 +94,37 @@ def _on_signal(signum: int, frame) -> None:
     global _stop
     if _stop is not None:
         return  # the stop is under way
-    if not in_hydra(frame, ("run_and_report", "run_job")):  # outside train.py's app
+    if not (_in_app or _in_job):  # outside train.py's app
         return _pass_on(signum, frame)
     _stop = signum
     if not _owner:  # a worker: exit once the job has unwound
         threading.Thread(target=_leave_after_job, args=(128 + signum,), daemon=True).start()
-    elif _jobs_elsewhere and not in_hydra(frame, ("run_job",)):
+    elif _jobs_elsewhere and not _in_job:
         wind_down(signum)
     raise Stopped(signum)
 
 
-def in_hydra(frame, names: tuple[str, ...]) -> bool:
-    """Whether one of Hydra's functions ``names`` is on the stack of ``frame``."""
-    while frame is not None:
-        if frame.f_code.co_name in names and str(frame.f_globals.get("__name__", "")).startswith("hydra."):
-            return True
-        frame = frame.f_back
-    return False
+@contextlib.contextmanager
+def app():
+    """The span of ``train.py``'s Hydra app in this process: a signal inside it stops the run or sweep."""
+    global _in_app
+    outer, _in_app = _in_app, True
+    try:
+        yield
+    finally:
+        _in_app = outer
+
+
+def job_started() -> None:
+    """A job's start (Hydra's ``on_job_start``; in a worker process, the only sign of the app)."""
+    global _in_job
+    _in_job = True
+
+
+def job_ended() -> None:
+    """A job's end, however it ended (the task function's ``finally``; Hydra's ``on_job_end``)."""
+    global _in_job
+    _in_job = False
 
 
 def _pass_on(signum: int, frame) -> None:
@@ -131,8 +150,8 @@ def wind_down(signum: int, grace: float = GRACE) -> None:
 
 
 def _leave_after_job(code: int) -> None:
-    """Exit this worker once its stopped job has left Hydra's ``run_job`` (its folder released)."""
-    while in_hydra(sys._current_frames().get(threading.main_thread().ident), ("run_job",)):
+    """Exit this worker once its stopped job has unwound (:func:`job_ended`: checkpoints and folder released)."""
+    while _in_job:
         time.sleep(0.05)
     sys.stdout.flush()
     sys.stderr.flush()

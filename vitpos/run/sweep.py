@@ -159,6 +159,7 @@ class SweepReport(Callback):
     def on_job_start(self, config, **kwargs) -> None:
         signals.install()  # a joblib worker needs its own handler
         signals.raise_if_stopped()  # no new job after a stop
+        signals.job_started()
         if not in_sweep(config.hydra):
             return
         self.start[config.hydra.job.num] = time.perf_counter()
@@ -168,6 +169,7 @@ class SweepReport(Callback):
         say(f"[job {config.hydra.job.num}] start: {overrides}")
 
     def on_job_end(self, config, job_return, **kwargs) -> None:
+        signals.job_ended()
         if not in_sweep(config.hydra):
             return
         num = config.hydra.job.num

@@ -382,3 +382,20 @@ def test_a_sweep_rerun_in_the_same_folder_reports_the_new_outcome_not_the_old_on
     assert again.code == 0, again.out + again.err
     assert f"sweep {sweep}: 1 job, 0 failed, 0 missing, 1 finished" in again.out, again.out
     assert not (sweep / "0" / "error.log").exists() and (sweep / "0" / "outcome.txt").exists()
+
+
+def test_the_launch_override_is_pinned_to_the_installed_plugins_release():
+    """``WaitForEveryJob.launch`` repeats the plugin's executor set-up (the plugin offers no public hook to wait
+    for every job): it holds for the release it was read against, and a new release fails here, by version and
+    by the source of the method it repeats, until the override is read again."""
+    import hashlib
+    import inspect
+    from importlib.metadata import version
+
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
+
+    from hydra_plugins.vitpos_submitit.tolerant import PLUGIN_LAUNCH_DIGEST, PLUGIN_VERSION
+
+    assert version("hydra-submitit-launcher") == PLUGIN_VERSION
+    digest = hashlib.sha256(inspect.getsource(BaseSubmititLauncher.launch).encode()).hexdigest()[:16]
+    assert digest == PLUGIN_LAUNCH_DIGEST, "the plugin's launch changed: compare WaitForEveryJob.launch with it"

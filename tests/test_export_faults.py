@@ -183,7 +183,7 @@ def test_the_onnx_graph_refuses_a_size_the_patch_does_not_divide(rope, tmp_path,
     module, _, _ = from_checkpoint(rope)
     model = module.eval_model.eval()
     images = torch.randn(2, 3, 30, 30)
-    with pytest.raises(ValueError, match="not divisible by model.patch_size=4"), torch.no_grad():
+    with pytest.raises(ValueError, match="not a multiple of model.patch_size=4"), torch.no_grad():
         model(images)
     session = ort_session(out.read_bytes())
     with pytest.raises(Exception, match="cannot be reshaped"):  # noqa: PT011 (onnxruntime's own Fail)

@@ -10,6 +10,7 @@ do not tile is refused with a message naming the option, before anything is writ
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,11 @@ from test_bad_input import assert_user_error, first_error, with_base
 
 from vitpos.data.images import ImageDataModule
 from vitpos.encodings import list_encodings
+from vitpos.errors import UserError
 from vitpos.extrapolate import evaluate_sizes
+from vitpos.models.vit import VisionTransformer
 from vitpos.run.identity import run_dir
-from vitpos.sizes import as_hw, compact, parse_name, size_name, size_order
+from vitpos.sizes import as_hw, compact, parse_name, patch_grid, size_name, size_order
 
 IMAGE_ENCODINGS = list_encodings(2)
 GRIDS = [(8, 8), (4, 8), (8, 4)]
@@ -279,3 +282,26 @@ def test_a_pair_the_patch_does_not_tile_writes_nothing(tmp_path):
     assert_user_error(ran, "data.img_size")
     assert "e.g. [16,28] or [16,32]" in ran.err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("size", [16, 24, [16, 32], [8, 24], 30, [16, 30], [18, 18]])
+def test_the_patch_rule_is_one_rule_for_the_check_the_model_and_its_forward(size):
+    """:func:`vitpos.sizes.patch_grid` is the check's rule (``data.img_size``), the model's grid and the
+    forward's: a size the patches tile gives the same grid everywhere, any other is refused by all three,
+    the check naming the nearest sizes that tile."""
+    h, w = as_hw(size)
+    tiled = h % 4 == 0 and w % 4 == 0
+    if not tiled:
+        with pytest.raises(UserError, match=r"data.img_size.*not a multiple of model.patch_size=4") as err:
+            patch_grid(size, 4, "data.img_size")
+        offered = [int(n) for n in re.findall(r"\d+", err.value.fix)]  # "e.g. 28 or 32", "e.g. [16,28] or [16,32]"
+        assert offered and all(side % 4 == 0 for side in offered), err.value.fix
+        with pytest.raises(ValueError, match="not a multiple of model.patch_size=4"):
+            VisionTransformer("none", img_size=size, patch_size=4, dim=16, depth=1, num_heads=2)
+        with pytest.raises(ValueError, match="not a multiple of model.patch_size=4"):
+            VisionTransformer("none", img_size=16, patch_size=4, dim=16, depth=1, num_heads=2).grid_for(
+                torch.zeros(1, 3, h, w)
+            )
+        return
+    model = VisionTransformer("none", img_size=size, patch_size=4, dim=16, depth=1, num_heads=2)
+    assert patch_grid(size, 4) == model.pos.train_grid == model.grid_for(torch.zeros(1, 3, h, w)) == (h // 4, w // 4)

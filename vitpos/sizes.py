@@ -105,6 +105,28 @@ def token_grid(size, patch: int) -> HW:
     return h // patch, w // patch
 
 
+def tiles(h, w, ph, pw) -> bool:
+    """Whether ``ph x pw`` patches tile an ``h x w`` image exactly: the one rule of patch divisibility.
+    Plain arithmetic on positive sides, so it also runs on the symbolic sizes of a traced forward."""
+    return h % ph == 0 and w % pw == 0
+
+
+def patch_grid(size, patch, option: str = "size") -> HW:
+    """The patch grid ``(rows, columns)`` of the image size ``size`` (anything :func:`as_hw` takes) cut into
+    ``patch`` (a side or ``(ph, pw)``) patches. A size the patches do not tile raises :class:`UserError` naming
+    ``option`` and the nearest sizes that they do."""
+    h, w = as_hw(size, option)
+    ph, pw = as_hw(patch, "model.patch_size")
+    if tiles(h, w, ph, pw):
+        return h // ph, w // pw
+    rule = f"a multiple of model.patch_size={ph}" if ph == pw else f"a multiple of the patch size {ph}x{pw}"
+    lows, highs = nearest_multiples(h, ph), nearest_multiples(w, pw)
+    if is_integer(size) and ph == pw:
+        raise UserError(option, f"{size} is not {rule}", f"e.g. {' or '.join(map(str, lows))}")
+    good = " or ".join(f"[{a},{b}]" for a, b in sorted({(lows[0], highs[0]), (lows[-1], highs[-1])}))
+    raise UserError(option, f"[{h}, {w}] is not {rule} on each side", f"e.g. {good}")
+
+
 def nearest_multiples(side: int, step: int, least: int | None = None) -> list[int]:
     """The multiples of ``step`` (at least ``least``, default ``step``) on either side of ``side``,
     or ``[side]`` when it is one: the sizes a refusal offers as its fix."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vitpos.config import SCHEMAS, defaults
 from vitpos.errors import UserError
-from vitpos.sizes import HW, as_hw, is_integer, nearest_multiples
+from vitpos.sizes import HW, as_hw, is_integer, patch_grid
 
 DATASETS = ("cifar10", "shapes")  # data.name of the image task
 #: options an image data module takes besides its config file's: where imagefolder's decoded
@@ -74,17 +74,9 @@ def check_size(value, option: str, patch: int | None = None) -> HW:
     ``eval.resolutions``) as ``(h, w)``: a side or an ``[h, w]`` pair (:func:`vitpos.sizes.as_hw`
     refuses anything else), each side a multiple of ``patch`` when the patch is known (the
     patches must tile the image). Raises :class:`UserError` naming ``option``."""
-    h, w = as_hw(value, option)
-    step = patch or 1
-    if all(side >= step and side % step == 0 for side in (h, w)):
-        return h, w
-
-    lows, highs = nearest_multiples(h, step), nearest_multiples(w, step)
-    rule = f"a multiple of model.patch_size={patch}"
-    if is_integer(value):
-        raise UserError(option, f"{value} is not {rule}", f"e.g. {' or '.join(map(str, lows))}")
-    good = " or ".join(f"[{a},{b}]" for a, b in sorted({(lows[0], highs[0]), (lows[-1], highs[-1])}))
-    raise UserError(option, f"[{h}, {w}] is not {rule} on each side", f"e.g. {good}")
+    if patch:
+        patch_grid(value, patch, option)
+    return as_hw(value, option)
 
 
 def check_train_sizes(sizes, patch: int | None) -> None:

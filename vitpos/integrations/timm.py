@@ -45,6 +45,7 @@ from vitpos.encodings import list_encodings as registered
 from vitpos.encodings.absolute import Learned1D, Learned2D, Learned2DSum
 from vitpos.errors import UserError
 from vitpos.models.attention import Attention, block_masks, mask_dtype
+from vitpos.sizes import tiles
 
 #: the encodings that take timm's pos_embed over: learned tables added to the tokens
 TABLES = (Learned1D, Learned2D, Learned2DSum)
@@ -68,8 +69,8 @@ class EncodedVisionTransformer(VisionTransformer):
         ph, pw = self.patch_embed.patch_size
         if self.patch_embed.dynamic_img_pad:  # timm pads the image up to whole patches
             return math.ceil(h / ph), math.ceil(w / pw)
-        if h % ph or w % pw:
-            raise ValueError(f"image size {h}x{w} is not divisible by the patch size {ph}x{pw}; pick a multiple")
+        if not tiles(h, w, ph, pw):
+            raise ValueError(f"image size {h}x{w} is not a multiple of the patch size {ph}x{pw}; pick a multiple")
         return h // ph, w // pw
 
     def tokens(self, images: torch.Tensor) -> tuple[torch.Tensor, Grid]:

@@ -8,7 +8,7 @@ from timm.layers import trunc_normal_
 from torch import nn
 
 from vitpos.encodings import EncodingContext, create_encoding
-from vitpos.sizes import as_hw
+from vitpos.sizes import patch_grid, tiles
 
 from .attention import EncoderStack, check_heads
 
@@ -42,15 +42,12 @@ class VisionTransformer(nn.Module):
         super().__init__()
         if pool not in ("gap", "cls"):
             raise ValueError(f"unknown pool '{pool}'; valid: gap, cls (model.pool=...)")
-        h, w = as_hw(img_size, "data.img_size")
-        if h % patch_size or w % patch_size:
-            raise ValueError(f"data.img_size={img_size} is not divisible by model.patch_size={patch_size}")
+        grid = patch_grid(img_size, patch_size, "data.img_size")  # (rows, columns) of patches
         self.patch_size, self.pool = patch_size, pool
         self.patch_embed = nn.Conv2d(in_chans, dim, patch_size, stride=patch_size)
         self.num_prefix_tokens = 1 if pool == "cls" else 0
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if pool == "cls" else None
         check_heads(dim, num_heads)  # before the encoding, whose head-width rules assume it
-        grid = (h // patch_size, w // patch_size)  # (rows, columns) of patches
         enc = {"name": encoding} if isinstance(encoding, str) else dict(encoding)
         ctx = EncodingContext(
             dim=dim, num_heads=num_heads, depth=depth, grid=grid, num_prefix_tokens=self.num_prefix_tokens
@@ -67,8 +64,8 @@ class VisionTransformer(nn.Module):
         """The token grid ``(h // p, w // p)`` of images ``(B, C, h, w)``: rows, then columns."""
         h, w = images.shape[-2:]
         p = self.patch_size
-        if h % p or w % p:
-            raise ValueError(f"image size {h}x{w} is not divisible by model.patch_size={p}; pick a multiple of {p}")
+        if not tiles(h, w, p, p):
+            raise ValueError(f"image size {h}x{w} is not a multiple of model.patch_size={p}; pick a multiple of {p}")
         return h // p, w // p
 
     def tokens(self, images: torch.Tensor):

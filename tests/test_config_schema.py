@@ -74,9 +74,9 @@ def test_the_sequence_schema_is_the_data_modules_signature():
 @pytest.mark.parametrize(
     ("words", "line"),
     [
-        (["encoding=rope_2d_golden", "+encoding.min_freq=-1"],
+        (["encoding=rope_2d_golden", "encoding.min_freq=-1"],
          "error: encoding.min_freq: must be a finite number > 0, got -1 (e.g. encoding.min_freq=1.0)"),
-        (["encoding=rope_2d_golden", "+encoding.zero_fraction=x"],
+        (["encoding=rope_2d_golden", "encoding.zero_fraction=x"],
          "error: encoding.zero_fraction: must be a number in [0, 1), got 'x' (e.g. 0.0)"),
     ],
 )  # fmt: skip
@@ -130,18 +130,21 @@ def test_a_registered_encoding_without_a_config_file_composes_and_is_checked(tmp
     from hydra import compose, initialize_config_dir
     from hydra.core.config_store import ConfigStore
 
-    from vitpos.config.encodings import builtin_names, files_missing
+    from vitpos.config.encodings import builtin_names, builtin_options, files_missing
     from vitpos.validate import validate
 
     configs = tmp_path / "configs"
     shutil.copytree(CONFIG_DIR, configs)
     (configs / "encoding" / "rope_2d_golden.yaml").unlink()
     assert files_missing(configs) == ["rope_2d_golden"]
-    ConfigStore.instance().store(group="encoding", name="rope_2d_golden", node={"name": "rope_2d_golden"})
+    node = {"name": "rope_2d_golden", **builtin_options()["rope_2d_golden"]}  # as vitpos.config.register stores it
+    ConfigStore.instance().store(group="encoding", name="rope_2d_golden", node=node)
     try:
         with initialize_config_dir(str(configs), version_base="1.3"):
             cfg = compose("train", overrides=["encoding=rope_2d_golden", "data=shapes", "model=vit_micro"])
-        assert OmegaConf.to_container(cfg.encoding) == {"name": "rope_2d_golden"}
+            changed = compose("train", overrides=["encoding=rope_2d_golden", "encoding.min_freq=2", "data=shapes"])
+        assert OmegaConf.to_container(cfg.encoding) == node
+        assert changed.encoding.min_freq == 2  # an option of the class, set without a +
         validate(cfg)
     finally:
         ConfigStore.instance().repo["encoding"].pop("rope_2d_golden.yaml", None)
@@ -149,3 +152,39 @@ def test_a_registered_encoding_without_a_config_file_composes_and_is_checked(tmp
     module.mkdir()
     (module / "enc.py").write_text('@register\nclass Mine:\n    """One."""\n\n    name = "mine_2d"\n')
     assert builtin_names(module) == ["mine_2d"]
+
+
+def test_the_options_read_from_the_source_are_the_classes_own():
+    """:func:`vitpos.config.encodings.builtin_options` reads, without importing the package, what
+    :meth:`PositionalEncoding.option_names` and ``option_default`` find at run time (``**kw`` followed up the
+    bases): the same names and defaults for every registered encoding. The only default it cannot read is a
+    computed one, and that option's config file sets it."""
+    import yaml
+
+    from vitpos.config.encodings import UNREAD, as_lists, builtin_options
+    from vitpos.encodings import get_encoding_class, list_encodings
+
+    options = builtin_options()
+    assert sorted(options) == sorted(list_encodings())
+    for name, read in options.items():
+        cls = get_encoding_class(name)
+        assert sorted(read) == sorted(set(cls.option_names()) - {o for n, o in UNREAD if n == name}), name
+        assert all(as_lists(cls.option_default(k)) == v for k, v in read.items()), name
+    assert UNREAD == {("liere", "init_range")}  # 2 * math.pi
+    assert "init_range" in yaml.safe_load((CONFIG_DIR / "encoding" / "liere.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", ["rope_2d", "rope_2d_golden", "rope_2d_spiral", "cpe", "lookhere", "combo"])
+def test_every_option_of_a_built_in_encoding_is_set_without_a_plus(name):
+    """Each option of the class composes as ``encoding.<option>=...``; a key the class lacks is still refused."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException
+
+    from vitpos.encodings import get_encoding_class
+
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        for option in get_encoding_class(name).option_names():
+            cfg = compose("train", overrides=[f"encoding={name}", f"encoding.{option}=null"])
+            assert cfg.encoding[option] is None, option
+        with pytest.raises(ConfigCompositionException, match="encoding.nosuch"):
+            compose("train", overrides=[f"encoding={name}", "encoding.nosuch=1"])

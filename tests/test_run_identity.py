@@ -76,14 +76,15 @@ def test_the_schema_alone_says_whether_an_option_defines_the_run(monkeypatch):
 
 
 def test_an_encoding_option_added_at_its_default_keeps_the_folder():
-    """``layout`` is an option of rope_2d that its config file never held: at the class's default
-    it names the same run, at another value another run."""
+    """``layout`` is an option of rope_2d that its config file never held (the schema read from the class
+    now adds it at its default): at the class's default it names the same run, at another value another run."""
     assert "layout" not in ENCODING_KEYS["rope_2d"]
     default = get_encoding_class("rope_2d").option_default("layout")
     other = next(v for v in ("mixed", "half", "interleaved", "split") if v != default)
     plain = run_dir(compose_train(*SHAPES, "encoding=rope_2d"))
-    assert run_dir(compose_train(*SHAPES, "encoding=rope_2d", f"+encoding.layout={default}")) == plain
-    assert run_dir(compose_train(*SHAPES, "encoding=rope_2d", f"+encoding.layout={other}")) != plain
+    assert compose_train(*SHAPES, "encoding=rope_2d").encoding.layout == default
+    assert run_dir(compose_train(*SHAPES, "encoding=rope_2d", f"encoding.layout={default}")) == plain
+    assert run_dir(compose_train(*SHAPES, "encoding=rope_2d", f"encoding.layout={other}")) != plain
 
 
 @pytest.mark.parametrize("encoding", ["rope_2d", "string_cayley"])

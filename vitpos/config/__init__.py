@@ -19,7 +19,7 @@ from hydra.core.config_store import ConfigStore
 
 from vitpos import CONFIG_DIR
 from vitpos.config.data import Cifar10Data, SeqCopyData, SeqProbeData, SeqReverseData, ShapesData
-from vitpos.config.encodings import files_missing
+from vitpos.config.encodings import builtin_options, files_missing
 
 #: (group, option) -> its schema: ``configs/<group>/<option>.yaml`` starts from it
 SCHEMAS: dict[tuple[str, str], type] = {
@@ -32,13 +32,17 @@ SCHEMAS: dict[tuple[str, str], type] = {
 
 
 def register() -> None:
-    """Store every schema as ``schema/<group>/<option>``, and each built-in encoding that has no YAML file as
-    ``encoding/<name>`` (:mod:`vitpos.config.encodings`). Idempotent: ConfigStore replaces an entry."""
+    """Store every schema as ``schema/<group>/<option>``; each built-in encoding's options as
+    ``schema/encoding/<name>`` and, where it has no YAML file, as ``encoding/<name>``
+    (:mod:`vitpos.config.encodings`). Idempotent: ConfigStore replaces an entry."""
     store = ConfigStore.instance()
     for (group, option), schema in SCHEMAS.items():
         store.store(group=f"schema/{group}", name=option, node=schema)
+    options = builtin_options()
+    for name, values in options.items():  # every option of the class, at its default: overridable without +
+        store.store(group="schema/encoding", name=name, node={"name": name, **values})
     for name in files_missing(CONFIG_DIR):
-        store.store(group="encoding", name=name, node={"name": name})
+        store.store(group="encoding", name=name, node={"name": name, **options[name]})
 
 
 def schema_option(schema: type) -> tuple[str, str] | None:

@@ -1,16 +1,26 @@
-"""The encoding group's options without a YAML file: every built-in encoding composes as ``encoding=<name>``.
+"""The encoding group's schema, read from the encodings' own source: every built-in encoding composes as
+``encoding=<name>``, and each of its options is overridable as ``encoding.<option>=...`` without a ``+``.
 
 An encoding is one file in ``vitpos/encodings/`` (a class registered by its ``name``); its options are its
-``__init__`` arguments, checked by the class itself when the config check builds it. A file
-``configs/encoding/<name>.yaml`` is needed only for a preset that differs from the defaults (``pape_ri``). For
-the others, :func:`builtin_names` reads the registered names from the package's source with :mod:`ast`, without
-importing it (the command refuses bad input before torch loads), and :func:`vitpos.config.register` stores
-``{name: <name>}`` as the group option ``encoding/<name>``.
+``__init__`` arguments, with the arguments of the bases it passes ``**kw`` on to, and it checks their values
+itself when the config check builds it. :func:`builtin_options` reads the names, the options and their defaults
+from the package's source with :mod:`ast`, without importing it (the command refuses bad input before torch
+loads): the same options, in the same order of bases, as :meth:`PositionalEncoding.option_names` finds at run
+time (tests/test_config_schema.py compares the two for every encoding). :func:`vitpos.config.register` stores
+each as ``schema/encoding/<name>``, which ``configs/encoding/<name>.yaml`` starts from, or, for an encoding
+without a file, as the group option ``encoding/<name>`` itself: a file is needed only for a preset.
+
+A default the source does not spell as a literal (or as a module constant that is one) stays out of the schema:
+such an option is set with ``+encoding.<option>=...`` (:data:`UNREAD` lists them, and a test holds the list).
+A plug-in (``encoding.module=``, or an installed package's entry point) is unknown when Hydra composes: its
+options are set with ``+``.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import vitpos
@@ -18,14 +28,130 @@ import vitpos
 ENCODINGS = Path(vitpos.__file__).resolve().parent / "encodings"
 
 
+#: a default :func:`builtin_options` cannot read from the source (no literal): (encoding, option) pairs
+UNREAD: set[tuple[str, str]] = set()
+
+
+@dataclass
+class _Source:
+    """One class of the encodings package as its source declares it."""
+
+    name: str | None  # its registered name (``name = "..."`` under ``@register``), else None
+    bases: list[str]  # the names of its bases, in order
+    options: dict[str, object] | None  # its ``__init__``'s keyword options and defaults; None: no ``__init__``
+    unread: set[str] = field(default_factory=set)  # options whose default is no literal
+    passes_on: bool = True  # its ``__init__`` takes ``**kw`` (or it has none): the bases' options are its too
+
+
 def builtin_names(folder: Path = ENCODINGS) -> list[str]:
     """The ``name`` of every class decorated ``@register`` in the modules of ``folder``, sorted."""
-    names = []
+    return sorted(builtin_options(folder))
+
+
+@lru_cache(maxsize=4)
+def builtin_options(folder: Path = ENCODINGS) -> dict[str, dict[str, object]]:
+    """``{name: {option: default}}`` of every registered encoding in ``folder``, read from the source: the
+    ``__init__`` keyword options of the class, then of the bases it passes ``**kw`` on to (nearest first, as
+    the method resolution order), without ``self`` and ``ctx``. Tuples become lists (as in a config)."""
+    classes: dict[str, _Source] = {}
+    registered: dict[str, str] = {}  # registered name -> class name
     for path in sorted(folder.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ClassDef) and any(_is_register(d) for d in node.decorator_list):
-                names += [_class_name(statement) for statement in node.body if _class_name(statement)]
-    return sorted(names)
+        module = ast.parse(path.read_text(), str(path))
+        constants = _module_constants(module)
+        for node in module.body:
+            if isinstance(node, ast.ClassDef):
+                classes[node.name] = _read_class(node, constants)
+                if any(_is_register(d) for d in node.decorator_list) and classes[node.name].name:
+                    registered[classes[node.name].name] = node.name
+    out = {}
+    for name, class_name in sorted(registered.items()):
+        options: dict[str, object] = {}
+        for source in _resolution_order(class_name, classes):
+            if source.options is None:
+                continue
+            for option, default in source.options.items():
+                options.setdefault(option, default)
+            UNREAD.update((name, option) for option in source.unread if option not in options)
+            if not source.passes_on:
+                break
+        out[name] = options
+    return out
+
+
+def _read_class(node: ast.ClassDef, constants: dict[str, object]) -> _Source:
+    """The registered name, bases and ``__init__`` options of the class ``node``."""
+    name = next((n for n in map(_class_name, node.body) if n), None)
+    bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
+    init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is None:
+        return _Source(name, bases, None)
+    args = init.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    pairs = [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]
+    options, unread = {}, set()
+    for arg, default in pairs:
+        if arg.arg in ("self", "ctx"):
+            continue
+        try:
+            options[arg.arg] = _literal(default, constants) if default is not None else None
+        except ValueError:
+            unread.add(arg.arg)
+    return _Source(name, bases, options, unread, passes_on=args.kwarg is not None)
+
+
+def _literal(node: ast.expr, constants: dict[str, object]):
+    """The value of a default: a literal, or the name of a module constant that is one; tuples as lists."""
+    if isinstance(node, ast.Name) and node.id in constants:
+        return constants[node.id]
+    return as_lists(ast.literal_eval(node))
+
+
+def as_lists(value):
+    """``value`` with every tuple a list (a config has lists; a signature's default is often a tuple)."""
+    if isinstance(value, (tuple, list)):
+        return [as_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_lists(v) for k, v in value.items()}
+    return value
+
+
+def _module_constants(module: ast.Module) -> dict[str, object]:
+    """The module's top-level ``NAME = <literal>`` assignments."""
+    constants = {}
+    for node in module.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if target is None and isinstance(node, ast.AnnAssign) and node.value is not None:
+            target = node.target
+        if isinstance(target, ast.Name):
+            try:
+                constants[target.id] = as_lists(ast.literal_eval(node.value))
+            except ValueError:
+                continue
+    return constants
+
+
+def _resolution_order(class_name: str, classes: dict[str, _Source]) -> list[_Source]:
+    """The class and its bases in the package, in Python's method resolution order (C3); bases from outside
+    the package (``nn.Module``) end the walk."""
+
+    def linearize(name: str) -> list[str]:
+        if name not in classes:
+            return []
+        sequences = [linearize(b) for b in classes[name].bases] + [[b for b in classes[name].bases if b in classes]]
+        order = [name]
+        while any(sequences):
+            for sequence in sequences:
+                head = sequence[0] if sequence else None
+                if head is not None and not any(head in s[1:] for s in sequences):
+                    break
+            else:
+                raise ValueError(f"no consistent method resolution order for {name}")
+            order.append(head)
+            sequences = [s[1:] if s and s[0] == head else s for s in sequences]
+        return order
+
+    return [classes[n] for n in linearize(class_name)]
 
 
 def _is_register(decorator: ast.expr) -> bool:

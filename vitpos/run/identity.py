@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from vitpos import CONFIG_DIR
 from vitpos.checks.options import OPTIONS
+from vitpos.config.encodings import as_lists
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
 from vitpos.encodings.plugins import is_builtin, module_digest, source_digest
@@ -92,7 +93,7 @@ def new_key_matters(encoding: dict, key: str, value) -> bool:
         cls = get_encoding_class(str(encoding.get("name")))
         if key == "strategy":
             return canonical_strategy(encoding.get("name"), value) != cls.strategies[0]
-        return value != cls.option_default(key)
+        return as_lists(value) != as_lists(cls.option_default(key))  # a default tuple is a config's list
     except KeyError:  # not an option of the class (the check refuses it before any run)
         return True
 

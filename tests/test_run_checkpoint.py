@@ -80,6 +80,7 @@ def test_every_way_of_naming_a_run_folder_finds_the_same_checkpoint(run_folder):
         assert (hit.path, hit.why) == (best, BEST_SO_FAR), value
     (hit,) = find_checkpoints([str(run_folder / "checkpoints" / "last.ckpt")])  # a file: as named
     assert (hit.path, hit.root, hit.why) == (run_folder / "checkpoints" / "last.ckpt", None, NAMED)
+    assert hit.line() is None  # named by the user: nothing to announce
 
 
 def test_old_zero_based_and_new_one_based_best_names_load(run_folder):

@@ -187,7 +187,8 @@ def evaluate_checkpoints(opts: ExtrapolateOptions, write=lambda rows: None) -> t
     checkpoints = find_checkpoints(opts.ckpt)
     for hit in checkpoints:
         path, root = hit.path, hit.root
-        print(hit.line(), flush=True)
+        if hit.line():
+            print(hit.line(), flush=True)
         try:
             evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, lambda: write(rows))
         except CheckpointError as err:

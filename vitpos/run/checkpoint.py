@@ -10,7 +10,7 @@ the run's own report scored, so that a tool given a run folder prints the run's 
 finished run names it in ``metrics.json`` (``best_checkpoint``: the best by ``val/acc``, as the run
 chose); a run still training has its best so far (``best-epoch<NNN>.ckpt``); a run that saved no
 best checkpoint has ``last.ckpt``. A ``ckpt=`` naming a file takes that file. Every tool prints the
-file it used and why (:meth:`Found.line`).
+file it chose and why (:meth:`Found.line`).
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ class Found(NamedTuple):
     root: Path | None
     why: str = NAMED
 
-    def line(self) -> str:
-        """``checkpoint: <file> (<why>)``, the line every tool prints before it loads the file."""
-        return f"checkpoint: {self.path} ({self.why})"
+    def line(self) -> str | None:
+        """``checkpoint: <file> (<why>)``, the line every tool prints before it loads a file it chose
+        (None where ``ckpt=`` named the file itself: the user knows which, and a file that does not
+        load gets its one error line alone)."""
+        return f"checkpoint: {self.path} ({self.why})" if self.root is not None else None
 
 
 def is_run_checkpoint(path: Path) -> bool:
@@ -96,14 +98,15 @@ def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
 
 def newest_checkpoint(value: str, doing: str) -> Path:
     """The newest checkpoint ``ckpt=value`` names (:func:`find_checkpoints`), printing the others when
-    there are several, then the file used and why (:meth:`Found.line`); ``doing`` is the tool's verb
+    there are several, then the file chosen and why (:meth:`Found.line`); ``doing`` is the tool's verb
     (``drawing``, ``exporting``)."""
     hits = sorted(find_checkpoints([value]), key=lambda hit: hit.path.stat().st_mtime, reverse=True)
     if len(hits) > 1:
         others = "\n".join(f"  {hit.path}" for hit in hits[1:])
         newest = hits[0].path
         print(f"ckpt={value} matches {len(hits)} checkpoints; {doing} the newest, {newest}; the others:\n{others}")
-    print(hits[0].line())
+    if hits[0].line():
+        print(hits[0].line())
     return hits[0].path
 
 

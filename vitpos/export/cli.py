@@ -54,7 +54,7 @@ class ExportOptions:
       python -m vitpos.export ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 format=torch_export out=export/sincos_2d.pt2
     """
 
-    ckpt: str = option(help="a .ckpt file, a run folder or a glob pattern", metavar="PATH",
+    ckpt: str = option(help="a .ckpt file, a run folder (its report's checkpoint) or a glob pattern", metavar="PATH",
                        example="runs/.../checkpoints/last.ckpt")  # fmt: skip
     out: str | None = option(None, "the file to write", metavar="FILE",
                              default_text="model.onnx, or model.pt2 for format=torch_export")  # fmt: skip

@@ -43,7 +43,7 @@ class ExtrapolateOptions:
     expanded by the tool itself (bash does not expand patterns inside key=value); a pattern that
     matches nothing is refused. Of each run folder, the checkpoint its own report scored is used
     (the best by val/acc, as the run chose; last.ckpt only where it saved no best one), so the
-    numbers equal the run's; each file used is printed. resolutions= applies to image checkpoints and
+    numbers equal the run's; each file chosen is printed. resolutions= applies to image checkpoints and
     lengths= to sequence ones (default: the run's own eval.resolutions / eval.lengths); an
     option that does not apply to a checkpoint's task is refused for that checkpoint. Each image
     size is scored on the run's own eval.test_subset, the fixed, seeded test images its training
@@ -58,14 +58,14 @@ class ExtrapolateOptions:
     are loaded with weights_only=True: a file that needs arbitrary Python objects is refused.
 
     Examples:
-      python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt
+      python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0
       python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick resolutions=[32,48] strategies=default
       python -m vitpos.extrapolate ckpt=runs/seq_copy lengths=[32,128] out=extrapolation/seq_copy
       python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 test_subset=null   # every test image
     """
 
-    ckpt: list[str] = option([], "a .ckpt file, a runs folder or a glob pattern", metavar="PATH",
-                             repeat=True, required=True, example="runs/.../checkpoints/last.ckpt")  # fmt: skip
+    ckpt: list[str] = option([], "a .ckpt file, a run folder (its report's checkpoint), a runs folder or a pattern",
+                             metavar="PATH", repeat=True, required=True, example="runs/.../seed0")  # fmt: skip
     resolutions: list[Any] | None = option(None, "image sizes to test, in pixels: a side or [h,w]",
                                            metavar="[INT|[H,W],...]", example="[16,[16,32],32]",
                                            default_text="the run's eval.resolutions")  # fmt: skip

@@ -53,7 +53,7 @@ class VizOptions:
     """
 
     ckpt: str | None = option(
-        None, "the checkpoint to draw: a .ckpt file, a run folder or a glob pattern", metavar="PATH"
+        None, "the checkpoint to draw: a .ckpt file, a run folder (its report's) or a glob pattern", metavar="PATH"
     )
     encoding: str | None = option(None, "or: an encoding to draw on a freshly initialized ViT", metavar="NAME")
     module: str | None = option(

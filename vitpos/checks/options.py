@@ -121,7 +121,7 @@ class Given(Spec):
         return self.rule_text
 
 
-#: every plain number and true/false option, in check order, with its ``--help`` line (:func:`help_lines`)
+#: every plain number and true/false option, in check order, with its ``--help`` line (vitpos/cli/train_help.py)
 OPTIONS: dict[str, Spec] = {
     "optim.lr": Number("1e-3", above=True, null=False, help="peak learning rate of AdamW"),
     "optim.weight_decay": Number(0, help="AdamW's decoupled weight decay"),

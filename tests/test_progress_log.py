@@ -40,16 +40,28 @@ def test_the_best_checkpoint_is_named_by_its_one_based_epoch(tmp_path):
     assert best.format_checkpoint_name({"epoch": torch.tensor(11)}, ver=1) == str(tmp_path / "best-epoch012-v1.ckpt")
 
 
-def test_a_redirected_run_prints_a_line_per_epoch(tmp_path, capsys):
-    """A 2-epoch shapes run with its bar asked for (the default) and standard output captured, as
-    in a log: a line for each epoch, counted from 1, and a best checkpoint named within 1..2."""
+def redirected_run(tmp_path, capsys, *extra: str) -> str:
+    """What a 2-epoch shapes run prints with its bar asked for (the default) and standard output
+    captured, as in a log."""
     overrides = ["data=shapes", "data.num_train=128", "data.num_test=32", "data.val_size=32", "model=vit_micro",
                  "encoding=rope_2d", "eval.resolutions=[]", "trainer.max_epochs=2", "task.pictures=false",
-                 "trainer.enable_progress_bar=true", f"run.root={tmp_path / 'runs'}"]  # fmt: skip
+                 "trainer.enable_progress_bar=true", f"run.root={tmp_path / 'runs'}", *extra]  # fmt: skip
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         train(compose("train", overrides=overrides))
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_a_redirected_run_prints_a_line_per_epoch(tmp_path, capsys):
+    """A line for each epoch, counted from 1, and a best checkpoint named within 1..2."""
+    out = redirected_run(tmp_path, capsys)
     epochs = [int(m.group(1)) for line in out.splitlines() if (m := EPOCH_LINE.match(line))]
     assert epochs == [1, 2], out
     (best,) = (tmp_path / "runs").rglob("best-epoch*.ckpt")
     assert best.name in ("best-epoch001.ckpt", "best-epoch002.ckpt")
+
+
+def test_an_epoch_without_validation_gets_its_line_too(tmp_path, capsys):
+    out = redirected_run(tmp_path, capsys, "trainer.check_val_every_n_epoch=2")
+    lines = [line for line in out.splitlines() if line.startswith("rope_2d/seed0: epoch ")]
+    assert [line.split()[2] for line in lines] == ["1/2", "2/2"], out
+    assert "steps/s" in lines[0] and "val/acc" not in lines[0] and EPOCH_LINE.match(lines[1]), lines

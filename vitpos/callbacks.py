@@ -268,8 +268,9 @@ class EpochLine(L.Callback):
     long run is never silent: the epoch (from 1), the training steps per second of that epoch, the
     losses and validation accuracy, and the minutes since the fit started.
 
-    Printed when validation ends, the last step of a training epoch in Lightning's loop (the
-    epoch's steps are timed up to their last batch, without the validation)."""
+    Printed when the training epoch ends, after its validation when there is one (Lightning
+    validates inside the epoch), so every epoch gets its line; the step rate counts the epoch's
+    steps up to their last batch, without the validation."""
 
     def __init__(self, run_name: str):
         self.run_name = run_name
@@ -297,7 +298,6 @@ class EpochLine(L.Callback):
         total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
         return f"{self.run_name}: epoch {trainer.current_epoch + 1}{total}  {rate}  {shown}  ({minutes:.1f} min)"
 
-    def on_validation_end(self, trainer, module) -> None:
-        if trainer.sanity_checking or not trainer.is_global_zero:
-            return
-        print(self.line(trainer), flush=True)
+    def on_train_epoch_end(self, trainer, module) -> None:
+        if trainer.is_global_zero:
+            print(self.line(trainer), flush=True)

@@ -28,7 +28,9 @@ def test_train_help_lists_encodings_by_kind(tmp_path):
     images, sequences = text.split("images (2D grids):")[1].split("sequences (1D):")
     listed = lambda part: {m for m in re.findall(r"^    (\w+) ", part, re.M)}  # noqa: E731
     assert listed(images) == set(list_encodings(2))
-    assert listed(sequences.split("Checked options")[0]) == set(list_encodings(1))
+    sequences = sequences.split("Checked options")[0]
+    also = sequences.split("also, as above:")[1]  # the ones listed for images too, by name
+    assert listed(sequences) | set(re.findall(r"\w+", also)) == set(list_encodings(1))
     for section in ("Quick start: two encodings, one table", "Train on CIFAR-10", "Add an encoding"):
         assert f'"{section}"' in text and f"## {section}" in (ROOT / "README.md").read_text()
     assert "docs/running.md" in text and (ROOT / "docs" / "running.md").is_file()
@@ -61,6 +63,30 @@ def test_train_help_sweeps_offline_reads_cleanly_and_lists_the_common_keys(tmp_p
     cfg, missing = compose_train(), object()
     for key in listed:
         assert OmegaConf.select(cfg, key, default=missing) is not missing, f"--help lists {key}, not a config key"
+
+
+def test_train_help_reads_in_a_terminal(tmp_path):
+    """Every line within 100 columns; the checked options under their config group; the options
+    that keep the run folder marked, the mark explained once."""
+    from vitpos.checks.options import OPTIONS
+    from vitpos.cli.train_help import SAME_FOLDER, WIDTH
+
+    ran = run_command("train.py", "--help", cwd=tmp_path)
+    assert ran.code == 0, ran.err
+    wide = [line for line in ran.out.splitlines() if len(line) > WIDTH]
+    assert WIDTH == 100 and not wide, "\n".join(wide)
+    assert ran.out.count("same run folder") == 1
+    checked = ran.out.split("Checked options")[1].split("hydra.launcher")[0]
+    heading = None
+    for line in checked.splitlines():
+        if m := re.match(r"^  (\w+):$", line):
+            heading = m.group(1)
+        elif m := re.match(r"^    ([\w.]+)(\*?) ", line):
+            option, mark = m.groups()
+            assert option in OPTIONS and option.split(".")[0] == heading, line
+            assert (mark == SAME_FOLDER) == (not OPTIONS[option].defines), line
+    listed = set(re.findall(r"^    ([\w.]+)\*? ", checked, re.M))
+    assert listed == set(OPTIONS)
 
 
 TOOLS = ["vitpos.compare", "vitpos.extrapolate", "vitpos.viz", "vitpos.export", "bench.run"]
@@ -194,12 +220,11 @@ def test_expand_paths(tmp_path):
 
 @pytest.mark.slow
 def test_quiet_console_and_next_commands(tmp_path):
-    """Fewer than 10 lines before the first progress bar, no Hydra outputs/
-    folder, the run's name in the bar, the commands to look next at the end;
+    """Fewer than 10 lines before the first epoch line (output to a pipe: no bar, a line per epoch,
+    named by the run and counted from 1), no Hydra outputs/ folder, the commands to look next at the end;
     the same command again (in process) finds the same folder. Without a GPU (hidden here), one
     line says so in place of Lightning's device lines and torch's CUDA_HOME note (which
-    torch.compile's import of cpp_extension prints when CUDA_HOME names a folder), and the bar
-    counts epochs from 1."""
+    torch.compile's import of cpp_extension prints when CUDA_HOME names a folder)."""
     args = ["data=shapes", "model=vit_micro", "trainer.max_epochs=1", "data.num_train=256", "data.val_size=64"]
     args += ["data.num_test=64", "eval.resolutions=[32]", "model.compile=true", f"run.root={tmp_path / 'runs'}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}  # stderr and stdout in the order printed
@@ -211,7 +236,7 @@ def test_quiet_console_and_next_commands(tmp_path):
         assert noise not in proc.stdout, proc.stdout
     assert len(re.findall(r"^no GPU: training on \d+ CPU threads?, \S+$", proc.stdout, re.M)) == 1, proc.stdout
     lines = proc.stdout.splitlines()
-    first_bar = next(i for i, line in enumerate(lines) if line.startswith("Epoch 1/1"))
+    first_bar = next(i for i, line in enumerate(lines) if line.startswith("sincos_2d/seed0: epoch 1/1  "))
     assert first_bar < 10, "\n".join(lines[:first_bar])
     head = "\n".join(lines[: first_bar + 2])
     assert "v_num" not in head and "sincos_2d/seed0" in head and "litlogger" not in head and "LeafSpec" not in head

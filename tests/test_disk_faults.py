@@ -113,7 +113,7 @@ def assert_resumable_at_epoch_0(folder: Path) -> None:
     last = torch.load(folder / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert last["epoch"] == 0
     names = sorted(p.name for p in (folder / "checkpoints").iterdir())
-    assert names == ["best-epoch000.ckpt", "last.ckpt"], names
+    assert names == ["best-epoch001.ckpt", "last.ckpt"], names
     assert not list(folder.rglob("*.tmp")) and not (folder / "metrics.json").exists()
 
 

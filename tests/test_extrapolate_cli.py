@@ -169,7 +169,8 @@ def test_both_tools_refuse_a_path_without_checkpoints_alike(tmp_path, tool):
     run_tool = {"extrapolate": main, "viz": viz_main}[tool]
     (tmp_path / "empty").mkdir()
     fix = r" \(pass a .ckpt file, a runs folder or a glob pattern\)$"
-    with pytest.raises(UserError, match=rf"^ckpt={tmp_path}/empty: no last.ckpt in this folder{fix}"):
+    none = "no last.ckpt or best-epoch<N>.ckpt in this folder"
+    with pytest.raises(UserError, match=rf"^ckpt={tmp_path}/empty: {none}{fix}"):
         run_tool([f"ckpt={tmp_path / 'empty'}", f"out={tmp_path / 'out'}"])
     with pytest.raises(UserError, match=rf"^ckpt={tmp_path}/missing.ckpt: no such file or folder{fix}"):
         run_tool([f"ckpt={tmp_path / 'missing.ckpt'}", f"out={tmp_path / 'out'}"])

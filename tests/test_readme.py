@@ -113,6 +113,11 @@ SKIP = {
     ),
     "python -m bench.step_cost": "times every encoding's training step (minutes, on a quiet machine)",
     "pip install": "installs packages: .ci/run runs this install itself before the tests",
+    "python -m venv": "creates a virtual environment: .ci/run installs into its own before the tests",
+    "python train.py encoding=learned_1d": (
+        "downloads the official CIFAR-10 release (no network in CI); the same run on the offline copy, "
+        "the README's next command, is replayed"
+    ),
     "python -m pytest": "the test suite itself, of which this test is a part",
     "tensorboard": "a server that runs until stopped: tests/test_tensorboard.py starts it and checks its HTTP API",
     "bash bench/gpu.sh": "needs a CUDA GPU",

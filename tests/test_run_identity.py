@@ -21,7 +21,8 @@ from omegaconf import OmegaConf, open_dict
 from test_snapshot import SNAPSHOT_RUNS
 
 from vitpos import config
-from vitpos.checks.options import OPTIONS, Given, help_lines
+from vitpos.checks.options import OPTIONS, Given
+from vitpos.cli.train_help import SAME_FOLDER, option_lines
 from vitpos.encodings import get_encoding_class
 from vitpos.run import identity as ident
 from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
@@ -67,8 +68,8 @@ def test_the_schema_alone_says_whether_an_option_defines_the_run(monkeypatch):
     monkeypatch.setitem(OPTIONS, "data.batch_size", dataclasses.replace(OPTIONS["data.batch_size"], defines=False))
     unhashed = run_dir(compose_train(*SHAPES))  # a key less in every hash: every folder moves once
     assert unhashed != base and run_dir(compose_train(*SHAPES, "data.batch_size=32")) == unhashed
-    said = next(line for line in help_lines() if line.split()[0] == "data.batch_size")
-    assert said.endswith("(the same run folder)"), said
+    said = next(line for line in option_lines() if line.split()[0].startswith("data.batch_size"))
+    assert said.split()[0] == f"data.batch_size{SAME_FOLDER}", said
     monkeypatch.setitem(
         OPTIONS, "data.eval_batch_size", dataclasses.replace(OPTIONS["data.eval_batch_size"], defines=True)
     )

@@ -1,6 +1,10 @@
 """Lightning callbacks: pictures in TensorBoard, and the run lifecycle (per-epoch
-seeding for exact resume, atomic last.ckpt every epoch, the divergence guard); and the
-checkpoint writer every Trainer of a run uses (:class:`AtomicCheckpointIO`)."""
+seeding for exact resume, the best checkpoint named by its 1-based epoch, atomic last.ckpt
+every epoch, the divergence guard, a line per epoch in a log); and the checkpoint writer every
+Trainer of a run uses (:class:`AtomicCheckpointIO`).
+
+Epochs a person reads count from 1, as the progress bar does (``Epoch 1/3``): in the messages,
+the per-epoch lines and the best checkpoint's name (``best-epoch001.ckpt`` is the first epoch)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import time
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Checkpoint
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from vitpos.errors import DivergenceError
@@ -101,6 +105,19 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
         atomic_write_bytes(path, buffer.getbuffer())
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """Lightning's best-by-``val/acc`` checkpoint, its file named by the 1-based epoch
+    (``best-epoch003.ckpt`` after the third epoch, the epoch the bar called ``Epoch 3/N``).
+
+    Lightning fills ``{epoch}`` with its 0-based ``current_epoch``; runs saved before this naming
+    carry that number, and every tool still finds them (:data:`vitpos.run.checkpoint.BEST`)."""
+
+    def format_checkpoint_name(self, metrics: dict, filename=None, ver=None, prefix=None) -> str:
+        if "epoch" in metrics:
+            metrics = {**metrics, "epoch": metrics["epoch"] + 1}
+        return super().format_checkpoint_name(metrics, filename, ver, prefix)
 
 
 class LastCheckpoint(Checkpoint):
@@ -246,24 +263,41 @@ def divergence_hint(cfg) -> str:
 
 
 class EpochLine(L.Callback):
-    """One line per epoch when the progress bar is off (``trainer.enable_progress_bar=false``, as in
-    the sweep configs), so that a long run is never silent: the epoch, the validation accuracy and
-    the minutes since the fit started."""
+    """One line per epoch where no progress bar is shown (``trainer.enable_progress_bar=false``, as
+    in the sweep configs, or standard output that is not a terminal: a log file, a pipe), so that a
+    long run is never silent: the epoch (from 1), the training steps per second of that epoch, the
+    losses and validation accuracy, and the minutes since the fit started.
+
+    Printed when the training epoch ends, after its validation when there is one (Lightning
+    validates inside the epoch), so every epoch gets its line; the step rate counts the epoch's
+    steps up to their last batch, without the validation."""
 
     def __init__(self, run_name: str):
         self.run_name = run_name
-        self.start = 0.0
+        self.start = self.epoch_start = self.last_batch = 0.0
+        self.first_step = 0
 
     def on_train_start(self, trainer, module) -> None:
         self.start = time.perf_counter()
 
-    def on_validation_end(self, trainer, module) -> None:
-        if trainer.sanity_checking or not trainer.is_global_zero:
-            return
+    def on_train_epoch_start(self, trainer, module) -> None:
+        self.epoch_start = self.last_batch = time.perf_counter()
+        self.first_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        self.last_batch = time.perf_counter()
+
+    def line(self, trainer) -> str:
+        """``<run>: epoch 2/3  12.5 steps/s  train/loss 0.9000  val/loss ...  (1.2 min)``."""
         metrics = trainer.callback_metrics
         shown = "  ".join(f"{k} {float(metrics[k]):.4f}" for k in ("train/loss", "val/loss", "val/acc") if k in metrics)
+        seconds = self.last_batch - self.epoch_start
+        steps = trainer.global_step - self.first_step
+        rate = f"{steps / seconds:.1f} steps/s" if seconds > 0 and steps > 0 else "no steps"
         minutes = (time.perf_counter() - self.start) / 60
-        print(
-            f"{self.run_name}: epoch {trainer.current_epoch + 1}/{trainer.max_epochs}  {shown}  ({minutes:.1f} min)",
-            flush=True,
-        )
+        total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
+        return f"{self.run_name}: epoch {trainer.current_epoch + 1}{total}  {rate}  {shown}  ({minutes:.1f} min)"
+
+    def on_train_epoch_end(self, trainer, module) -> None:
+        if trainer.is_global_zero:
+            print(self.line(trainer), flush=True)

@@ -9,9 +9,7 @@ before anything is written (vitpos/validate.py; a sweep's jobs all before the fi
 process.
 """
 
-import re
 import sys
-import textwrap
 import traceback
 from collections.abc import Callable
 
@@ -21,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import vitpos.config  # noqa: F401  (registers the groups' schemas, which the configs start from)
 from vitpos import CONFIG_DIR
-from vitpos.checks.options import help_lines  # the checked options' rules and help; no torch
+from vitpos.cli.train_help import encoding_lines, group_lines, option_lines  # --help's lists; no torch
 from vitpos.run import signals, sweep
 
 SWEEP_WORDS = ("-m", "--multirun")
@@ -34,23 +32,9 @@ def help_text(lines: Callable[[], list[str]]) -> Callable[[], str]:
     return lambda: "\n".join(lines()) if {"--help", "-h"} & set(sys.argv[1:]) else ""
 
 
-def encoding_help() -> list[str]:
-    """The encodings by image / sequence, one line each."""
-    from vitpos.encodings import get_encoding_class, list_encodings
-
-    lines = []
-    for title, dims in (("images (2D grids)", 2), ("sequences (1D)", 1)):
-        lines.append(f"  {title}:")
-        for name in list_encodings(dims):
-            # an option's name keeps one mark (`parabolas` concave parabolas): without it, it reads as a doubled word
-            doc = " ".join((get_encoding_class(name).__doc__ or "").replace("``", "`").split())
-            first = re.split(r"(?<!\bal)\.\s+", doc)[0].rstrip(".")  # first sentence ("et al." kept)
-            lines.append(f"    {name:<16} {textwrap.shorten(first, 84, placeholder=' ...')}")
-    return lines
-
-
-OmegaConf.register_new_resolver("vitpos_encodings", help_text(encoding_help), replace=True)
-OmegaConf.register_new_resolver("vitpos_options", help_text(help_lines), replace=True)
+OmegaConf.register_new_resolver("vitpos_encodings", help_text(encoding_lines), replace=True)
+OmegaConf.register_new_resolver("vitpos_options", help_text(option_lines), replace=True)
+OmegaConf.register_new_resolver("vitpos_groups", help_text(group_lines), replace=True)
 sweep.register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
 
 

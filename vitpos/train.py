@@ -15,12 +15,13 @@ import time
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, Timer
+from lightning.pytorch.callbacks import LearningRateMonitor, Timer
 from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from vitpos.callbacks import (
     AtomicCheckpointIO,
+    BestCheckpoint,
     DivergenceGuard,
     EpochLine,
     EpochSeed,
@@ -28,7 +29,7 @@ from vitpos.callbacks import (
     PicturesCallback,
     divergence_hint,
 )
-from vitpos.cli.console import device_line, progress_bar, quiet_console, summary_line
+from vitpos.cli.console import device_line, progress_bar, quiet_console, shows_bar, summary_line
 from vitpos.encodings.plugins import load_named
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import evaluate_module
@@ -85,7 +86,7 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     callbacks = [LearningRateMonitor(logging_interval="step"), timer, EpochSeed(cfg.seed), guard]  # seed: exact resume
     checkpoint = last = None
     if not fast:  # best by val/acc; save_last=False: LastCheckpoint writes last.ckpt every epoch, not on improvement
-        checkpoint = ModelCheckpoint(
+        checkpoint = BestCheckpoint(  # best-epoch<NNN>.ckpt, NNN counted from 1
             dirpath=str(out / "checkpoints"),
             filename="best-epoch{epoch:03d}",
             monitor="val/acc",
@@ -103,8 +104,9 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
         log.info(no_gpu)
     trainer_opts["use_distributed_sampler"] = False  # the datamodules shard DDP evaluation unpadded: exact metrics
     trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
-    name = f"{run_label(cfg)}/seed{cfg.seed}"  # sweeps: one line per epoch instead of a bar
-    callbacks.append(progress_bar(name) if trainer_opts.get("enable_progress_bar", True) else EpochLine(name))
+    name = f"{run_label(cfg)}/seed{cfg.seed}"  # sweeps and logs: one line per epoch instead of a bar
+    trainer_opts["enable_progress_bar"] = shows_bar(trainer_opts.get("enable_progress_bar", True))
+    callbacks.append(progress_bar(name) if trainer_opts["enable_progress_bar"] else EpochLine(name))
     if not trainer_opts.setdefault("enable_model_summary", False):
         log.info(summary_line(module))  # one line instead of Lightning's table
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)

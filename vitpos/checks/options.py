@@ -3,9 +3,10 @@ each task needs (first: every other check depends on the task), the typed option
 thread count and the ``trainer.*`` keys (the one check that imports Lightning).
 
 :data:`OPTIONS` is the one owner of every plain number and true/false option: :func:`check_options`,
-``python train.py --help`` (:func:`help_lines`) and the config fuzzer (tests/test_config_fuzz.py) read it;
-defaults live in configs/. :data:`LAUNCHER` does the same for a sweep's ``hydra.launcher.*``. An integer
-option refuses ``true`` (YAML's ``data.train_len=true`` is Python's 1): :func:`vitpos.sizes.is_integer`.
+``python train.py --help`` (:func:`vitpos.cli.train_help.option_lines`) and the config fuzzer
+(tests/test_config_fuzz.py) read it; defaults live in configs/. :data:`LAUNCHER` does the same for a
+sweep's ``hydra.launcher.*``. An integer option refuses ``true`` (YAML's ``data.train_len=true`` is
+Python's 1): :func:`vitpos.sizes.is_integer`.
 Options whose rule involves another option are checked in :mod:`vitpos.checks.data`.
 """
 
@@ -120,7 +121,7 @@ class Given(Spec):
         return self.rule_text
 
 
-#: every plain number and true/false option, in check order, with its ``--help`` line (:func:`help_lines`)
+#: every plain number and true/false option, in check order, with its ``--help`` line (vitpos/cli/train_help.py)
 OPTIONS: dict[str, Spec] = {
     "optim.lr": Number("1e-3", above=True, null=False, help="peak learning rate of AdamW"),
     "optim.weight_decay": Number(0, help="AdamW's decoupled weight decay"),
@@ -258,20 +259,6 @@ def describe(spec: Spec) -> str:
     if spec.items:
         rule = f"a list{f' of {spec.length}' if spec.length else ''}, each {rule}"
     return rule
-
-
-def help_lines() -> list[str]:
-    """The ``--help`` lines of :data:`OPTIONS` by task, then of :data:`LAUNCHER`: name, rule, help."""
-    lines = []
-    for task, title in ((None, "every task"), (IMAGE, "images"), (SEQUENCE, "sequences")):
-        lines.append(f"  {title}:")
-        for option, spec in OPTIONS.items():
-            if spec.task == task:
-                same = "" if spec.defines else " (the same run folder)"
-                lines.append(f"    {option:<28} {describe(spec)}: {spec.help}{same}")
-    lines.append("  sweeps (-m), where the launcher has the option:")
-    lines += [f"    {'hydra.launcher.' + key:<28} {describe(spec)}: {spec.help}" for key, spec in LAUNCHER.items()]
-    return lines
 
 
 ABSENT = object()  # an option the config does not have (this data set or task has none): not checked

@@ -3,7 +3,8 @@
 Lightning logs through its own ``lightning.*`` handlers, so ``configs/train.yaml`` sets Hydra's job
 and hydra logging to ``none``: nothing prints twice. Without a GPU, Lightning's device lines and
 torch's ``No CUDA runtime is found`` become one line (:func:`device_line`). Epochs a person reads
-count from 1 (``Epoch 1/3``); only file names (``best-epoch000.ckpt``) keep Lightning's 0.
+count from 1 (``Epoch 1/3``), as the per-epoch lines and the best checkpoint's name do. A bar is
+drawn only on a terminal (:func:`shows_bar`); a log gets a line per epoch instead.
 """
 
 from __future__ import annotations
@@ -120,6 +121,14 @@ def epoch_name(current_epoch: int, max_epochs: int | None) -> str:
     """``Epoch 1/3`` for Lightning's ``current_epoch`` 0 of 3; ``Epoch 4`` without a last epoch."""
     last = f"/{max_epochs}" if max_epochs is not None and max_epochs > 0 else ""
     return f"Epoch {current_epoch + 1}{last}"
+
+
+def shows_bar(wanted: bool) -> bool:
+    """Whether training draws a progress bar: asked for (``trainer.enable_progress_bar``) and standard
+    output is a terminal. Redirected to a file or a pipe, a bar writes nothing readable until the run
+    ends, so :class:`vitpos.callbacks.EpochLine` prints a line per epoch instead."""
+    isatty = getattr(sys.stdout, "isatty", None)
+    return bool(wanted) and callable(isatty) and bool(isatty())
 
 
 def progress_bar(run_name: str):

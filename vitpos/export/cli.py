@@ -43,7 +43,8 @@ class ExportOptions:
     batch dynamic). The first whose graph runs at its sizes and agrees with the eager model there
     (|difference| <= 1e-4 on the logits, checked with onnxruntime for ONNX) is written; the tool
     prints the range, why each broader one failed, and the largest difference at every size it
-    checked. ckpt= is a .ckpt file, a run folder or a glob pattern (of several, the newest). The
+    checked. ckpt= is a .ckpt file, a run folder (the checkpoint its report scored: the best by
+    val/acc, as the run chose) or a glob pattern (of several, the newest); the file used is printed. The
     file is written only after the check passes; bad input writes nothing. ONNX needs the packages
     onnx, onnxscript and onnxruntime (pip install -e ".[export]"). docs/export.md has the table
     of every encoding.
@@ -53,7 +54,7 @@ class ExportOptions:
       python -m vitpos.export ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 format=torch_export out=export/sincos_2d.pt2
     """
 
-    ckpt: str = option(help="a .ckpt file, a run folder or a glob pattern", metavar="PATH",
+    ckpt: str = option(help="a .ckpt file, a run folder (its report's checkpoint) or a glob pattern", metavar="PATH",
                        example="runs/.../checkpoints/last.ckpt")  # fmt: skip
     out: str | None = option(None, "the file to write", metavar="FILE",
                              default_text="model.onnx, or model.pt2 for format=torch_export")  # fmt: skip

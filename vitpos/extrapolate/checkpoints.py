@@ -39,10 +39,11 @@ class ExtrapolateOptions:
     """Evaluate trained checkpoints beyond their training size: larger image resolutions,
     longer sequences, with every extrapolation strategy of their encoding.
 
-    A checkpoint is runs/<group>/<model>/<label>-<hash>/seed<k>/checkpoints/last.ckpt, written
-    by train.py. ckpt= may also be a runs folder (every last.ckpt below it is used) or a glob
-    pattern, expanded by the tool itself (bash does not expand patterns inside key=value); a
-    pattern that matches nothing is refused. resolutions= applies to image checkpoints and
+    ckpt= is a .ckpt file written by train.py, a run folder or a runs folder, or a glob pattern,
+    expanded by the tool itself (bash does not expand patterns inside key=value); a pattern that
+    matches nothing is refused. Of each run folder, the checkpoint its own report scored is used
+    (the best by val/acc, as the run chose; last.ckpt only where it saved no best one), so the
+    numbers equal the run's; each file chosen is printed. resolutions= applies to image checkpoints and
     lengths= to sequence ones (default: the run's own eval.resolutions / eval.lengths); an
     option that does not apply to a checkpoint's task is refused for that checkpoint. Each image
     size is scored on the run's own eval.test_subset, the fixed, seeded test images its training
@@ -57,14 +58,14 @@ class ExtrapolateOptions:
     are loaded with weights_only=True: a file that needs arbitrary Python objects is refused.
 
     Examples:
-      python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0/checkpoints/last.ckpt
+      python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0
       python -m vitpos.extrapolate ckpt=runs/compare_cifar_quick resolutions=[32,48] strategies=default
       python -m vitpos.extrapolate ckpt=runs/seq_copy lengths=[32,128] out=extrapolation/seq_copy
       python -m vitpos.extrapolate ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 test_subset=null   # every test image
     """
 
-    ckpt: list[str] = option([], "a .ckpt file, a runs folder or a glob pattern", metavar="PATH",
-                             repeat=True, required=True, example="runs/.../checkpoints/last.ckpt")  # fmt: skip
+    ckpt: list[str] = option([], "a .ckpt file, a run folder (its report's checkpoint), a runs folder or a pattern",
+                             metavar="PATH", repeat=True, required=True, example="runs/.../seed0")  # fmt: skip
     resolutions: list[Any] | None = option(None, "image sizes to test, in pixels: a side or [h,w]",
                                            metavar="[INT|[H,W],...]", example="[16,[16,32],32]",
                                            default_text="the run's eval.resolutions")  # fmt: skip
@@ -184,7 +185,10 @@ def evaluate_checkpoints(opts: ExtrapolateOptions, write=lambda rows: None) -> t
     unusable: list[CheckpointError] = []
     data_overrides = {f"data.{k}": v for k, v in opts.data.items()}
     checkpoints = find_checkpoints(opts.ckpt)
-    for path, root in checkpoints:
+    for hit in checkpoints:
+        path, root = hit.path, hit.root
+        if hit.line():
+            print(hit.line(), flush=True)
         try:
             evaluate_checkpoint(path, root, opts, data_overrides, rows, failures, lambda: write(rows))
         except CheckpointError as err:

@@ -4,47 +4,93 @@ vitpos checkpoints hold only tensors and plain containers (the config is saved w
 ``OmegaConf.to_container``), so every tool loads them with ``weights_only=True`` through
 :func:`vitpos.safe_load.load_weights_only` and turns each failure into one :class:`CheckpointError`
 that names the file. :func:`find_checkpoints` is the one search behind every tool's ``ckpt=``.
+
+**The checkpoint of a run folder** (:func:`run_checkpoint`, the one rule every tool follows): the one
+the run's own report scored, so that a tool given a run folder prints the run's own numbers. A
+finished run names it in ``metrics.json`` (``best_checkpoint``: the best by ``val/acc``, as the run
+chose); a run still training has its best so far (``best-epoch<NNN>.ckpt``); a run that saved no
+best checkpoint has ``last.ckpt``. A ``ckpt=`` naming a file takes that file. Every tool prints the
+file it chose and why (:meth:`Found.line`).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import NamedTuple
 
 from vitpos.cli.options import expand_paths
 from vitpos.errors import CheckpointError, UserError  # CheckpointError: raised here, imported from here by callers
+from vitpos.run.status import best_checkpoint, read_status
 from vitpos.safe_load import NotLoadable, load_weights_only
 
-#: what a run folder is searched for: train.py rewrites it at the end of every epoch
+#: train.py rewrites it at the end of every epoch
 LAST = "last.ckpt"
+#: the best by val/acc so far, numbered by its 1-based epoch (older runs: 0-based, the same pattern)
+BEST = re.compile(r"best-epoch(\d+)(-v\d+)?\.ckpt")
 SEARCH_FIX = "pass a .ckpt file, a runs folder or a glob pattern"
+NAMED = "named by ckpt="
+REPORTED = "the run's best by val/acc, which its report scored"
+BEST_SO_FAR = "the run's best by val/acc so far (it has not finished)"
+LAST_ONLY = "the run saved no best checkpoint"
 
 
 class Found(NamedTuple):
-    """A checkpoint ``ckpt=`` named, and the folder it was found in (None: the file was named itself)."""
+    """A checkpoint ``ckpt=`` named, the folder it was found in (None: the file was named itself),
+    and why this file (:func:`run_checkpoint`)."""
 
     path: Path
     root: Path | None
+    why: str = NAMED
+
+    def line(self) -> str | None:
+        """``checkpoint: <file> (<why>)``, the line every tool prints before it loads a file it chose
+        (None where ``ckpt=`` named the file itself: the user knows which, and a file that does not
+        load gets its one error line alone)."""
+        return f"checkpoint: {self.path} ({self.why})" if self.root is not None else None
+
+
+def is_run_checkpoint(path: Path) -> bool:
+    """A file train.py writes into a run's ``checkpoints/``: ``last.ckpt`` or a best one."""
+    return path.name == LAST or BEST.fullmatch(path.name) is not None
+
+
+def run_checkpoint(folder: Path) -> tuple[Path, str] | None:
+    """(the checkpoint of the run whose checkpoints are in ``folder``, why it), by the rule in the
+    module docstring; ``folder`` is a run's ``checkpoints/`` (or a folder holding its files); None
+    when it holds none."""
+    run = folder.parent if folder.name == "checkpoints" else folder
+    reported = best_checkpoint(run, read_status(run))
+    if reported is not None and reported.is_file():
+        return reported, REPORTED
+    bests = [p for p in folder.iterdir() if BEST.fullmatch(p.name)] if folder.is_dir() else []
+    if bests:  # one is kept (save_top_k=1); of several, the latest epoch
+        return max(bests, key=lambda p: (int(BEST.fullmatch(p.name).group(1)), p.stat().st_mtime)), BEST_SO_FAR
+    last = folder / LAST
+    return (last, LAST_ONLY) if last.is_file() else None
 
 
 def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
     """Every checkpoint the ``ckpt=`` values name, in the order given, each once.
 
     A glob pattern is expanded here (bash leaves patterns inside ``key=value`` alone); a folder gives
-    every ``last.ckpt`` below it, sorted; a file is taken as named (:func:`load_checkpoint` checks it).
-    A missing path, a pattern matching nothing, or folders without a ``last.ckpt`` raise :class:`UserError`."""
+    the checkpoint of every run below it (:func:`run_checkpoint`), sorted; a file is taken as named
+    (:func:`load_checkpoint` checks it). A missing path, a pattern matching nothing, or folders
+    without a run's checkpoint raise :class:`UserError`."""
     found: dict[Path, Found] = {}  # by the file it names, the first name kept
     for value in values:
         paths, hits = expand_paths(option, [value]), []
         for p in paths:
             if p.is_dir():
-                hits += [Found(c, p) for c in sorted(p.rglob(LAST))]
+                folders = sorted({c.parent for c in p.rglob("*.ckpt") if is_run_checkpoint(c)})
+                for path, why in filter(None, map(run_checkpoint, folders)):
+                    hits.append(Found(path, p, why))
             elif p.exists():
                 hits.append(Found(p, None))
             else:
                 raise UserError(f"{option}={p}", "no such file or folder", SEARCH_FIX)
         if not hits:  # only folders, none holding a checkpoint
-            raise UserError(f"{option}={paths[0]}", f"no {LAST} in this folder", SEARCH_FIX)
+            raise UserError(f"{option}={paths[0]}", f"no {LAST} or best-epoch<N>.ckpt in this folder", SEARCH_FIX)
         for hit in hits:
             found.setdefault(hit.path.resolve(), hit)
     return list(found.values())
@@ -52,12 +98,16 @@ def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
 
 def newest_checkpoint(value: str, doing: str) -> Path:
     """The newest checkpoint ``ckpt=value`` names (:func:`find_checkpoints`), printing the others when
-    there are several; ``doing`` is the tool's verb (``drawing``, ``exporting``)."""
-    paths = sorted((hit.path for hit in find_checkpoints([value])), key=lambda p: p.stat().st_mtime, reverse=True)
-    if len(paths) > 1:
-        others = "\n".join(f"  {p}" for p in paths[1:])
-        print(f"ckpt={value} matches {len(paths)} checkpoints; {doing} the newest, {paths[0]}; the others:\n{others}")
-    return paths[0]
+    there are several, then the file chosen and why (:meth:`Found.line`); ``doing`` is the tool's verb
+    (``drawing``, ``exporting``)."""
+    hits = sorted(find_checkpoints([value]), key=lambda hit: hit.path.stat().st_mtime, reverse=True)
+    if len(hits) > 1:
+        others = "\n".join(f"  {hit.path}" for hit in hits[1:])
+        newest = hits[0].path
+        print(f"ckpt={value} matches {len(hits)} checkpoints; {doing} the newest, {newest}; the others:\n{others}")
+    if hits[0].line():
+        print(hits[0].line())
+    return hits[0].path
 
 
 def load_checkpoint(path: str | Path) -> dict:

@@ -33,11 +33,11 @@ class VizOptions:
     RoPE logit vs offset, attention bias vs offset), attention maps and the mean attention
     distance per block and head (attn_distance.csv).
 
-    ckpt= is a checkpoint written by train.py, image (model=timm too) or sequence:
-    runs/<group>/<model>/<label>-<hash>/seed<k>/checkpoints/last.ckpt, or a folder holding
-    one. A glob pattern is expanded by the tool itself (bash does not expand patterns inside
-    key=value); a pattern that matches nothing is refused, and when ckpt= matches several
-    checkpoints the newest is drawn and the others are listed. Checkpoints are loaded with
+    ckpt= is a checkpoint written by train.py, image (model=timm too) or sequence: a .ckpt
+    file, or a run folder, whose report's checkpoint is drawn (the best by val/acc, as the run
+    chose) and printed. A glob pattern is expanded by the tool itself (bash does not expand
+    patterns inside key=value); a pattern that matches nothing is refused, and when ckpt=
+    matches several checkpoints the newest is drawn and the others are listed. Checkpoints are loaded with
     weights_only=True: a file that needs arbitrary Python objects is refused. Image
     checkpoints get their pictures on their patch grid, with attention drawn on test images of
     the checkpoint's data when they can be loaded (data_root= overrides its data.root), else
@@ -48,12 +48,12 @@ class VizOptions:
     attn_*.png, attn_distance.csv) are removed first, and the run says so.
 
     Examples:
-      python -m vitpos.viz ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 out=viz/shapes   # a run folder: its last.ckpt
+      python -m vitpos.viz ckpt=runs/shapes/vit_cpu/sincos_2d-*/seed0 out=viz/shapes   # a run folder
       python -m vitpos.viz encoding=rope_2d_mixed out=viz/
     """
 
     ckpt: str | None = option(
-        None, "the checkpoint to draw: a .ckpt file, a run folder or a glob pattern", metavar="PATH"
+        None, "the checkpoint to draw: a .ckpt file, a run folder (its report's) or a glob pattern", metavar="PATH"
     )
     encoding: str | None = option(None, "or: an encoding to draw on a freshly initialized ViT", metavar="NAME")
     module: str | None = option(

@@ -15,9 +15,11 @@ from vitpos.checks import data, model, options
 from vitpos.errors import UserError
 
 
-def validate(cfg) -> None:
+def validate(cfg, plugins: bool = True) -> None:
     """Raise :class:`UserError` for the first problem in ``cfg``, then fill in ``eval.resolutions=auto``
-    (a list given stays as written)."""
+    (a list given stays as written). ``plugins=False``: import no module the config names in
+    ``encoding.module`` (a config read off disk, e.g. by ``vitpos.compare``: code runs only when the
+    command names it), so a plug-in encoding's options and network go unchecked."""
     plain = resolved(cfg)
     image = options.check_task(plain.get("task"))
     options.check_needed(plain, image)
@@ -35,7 +37,7 @@ def validate(cfg) -> None:
     data.check_memory(plain, image, counts)
     options.check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
     data.check_data_module(plain, image)
-    model.check_encoding(plain, image)
+    model.check_encoding(plain, image, plugins)
     if image and isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == data.AUTO:
         with read_write(cfg), open_dict(cfg):
             cfg.eval.resolutions = plain["eval"]["resolutions"]

@@ -22,15 +22,18 @@ def encoding_names() -> str:
     return f"image: {', '.join(list_encodings(2))}; sequence: {', '.join(list_encodings(1))}"
 
 
-def check_encoding(c: dict, image: bool) -> None:
+def check_encoding(c: dict, image: bool, plugins: bool = True) -> None:
     """Name, strategy and options of ``encoding``, then the run's network built with it
-    (:func:`check_network`: the constructors check widths and head dims)."""
+    (:func:`check_network`: the constructors check widths and head dims). ``plugins=False``: a
+    plug-in's module is not imported, so only its name and module are checked."""
     from vitpos.encodings import OptionError, get_encoding_class
 
     enc = dict(c["encoding"])
     name, module = enc.pop("name", None), enc.pop("module", None)
     if module is not None or name is None:
-        check_plugin(name, module)
+        check_plugin(name, module, load=plugins)
+        if not plugins:
+            return
     try:
         cls = get_encoding_class(str(name))
     except KeyError:
@@ -131,10 +134,11 @@ def check_model_memory(c: dict, build) -> None:
         )
 
 
-def check_plugin(name, module) -> None:
+def check_plugin(name, module, load: bool = True) -> None:
     """``encoding=plugin``: both ``encoding.module`` and ``encoding.name`` are given and the module imports
-    (a missing file or the plug-in's own error becomes one line)."""
-    from vitpos.encodings.plugins import load_module
+    (a missing file or the plug-in's own error becomes one line). ``load=False``: only that both are
+    given and the module can be found, without importing it."""
+    from vitpos.encodings.plugins import load_module, module_digest
 
     if not module or not name:
         raise UserError(
@@ -142,6 +146,11 @@ def check_plugin(name, module) -> None:
             "an encoding of your own needs its file and its registered name",
             "encoding=plugin encoding.module=<file.py or module> encoding.name=<name>",
         )
+    if not load:
+        if module_digest(str(module)) is None:
+            raise UserError("encoding.module", f"{module}: no such file or module",
+                            "give a .py file or an importable module name")  # fmt: skip
+        return
     try:
         load_module(str(module))
     except ImportError as err:  # ModuleNotFoundError: no such file or module

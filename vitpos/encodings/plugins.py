@@ -18,8 +18,9 @@ It reaches the registry in one of three ways:
   ``module=``): :func:`load_module`. Nothing loads a module from a path read out of a checkpoint:
   the command names it, as it names the checkpoint.
 
-A plug-in is code: :func:`source_digest` of its module is part of a run's identity, so editing the
-file and running again trains again.
+A plug-in is code: :func:`source_digest` of its source (the defining module and the modules of its own
+package or folder that it imports: :mod:`vitpos.encodings.plugin_source`) is part of a run's identity,
+so editing any of those files and running again trains again.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ import pkgutil
 import sys
 from pathlib import Path
 
+from . import plugin_source
+
 GROUP = "vitpos.encodings"
+FILE_PREFIX = "vitpos_plugin_"  # the module name of a plug-in loaded from a file
 _LOADED: dict[str, str] = {}  # what load_module was given -> the module name it imported
 _ENTRY_POINTS_LOADED = False
 
@@ -55,7 +59,7 @@ def load_module(spec: str) -> str:
         if not path.is_file():
             raise ModuleNotFoundError(f"encoding.module={spec}: no such file (give a .py file or a module name)")
         digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
-        name = f"vitpos_plugin_{path.stem}_{digest}"
+        name = f"{FILE_PREFIX}{path.stem}_{digest}"
         module_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
@@ -95,23 +99,24 @@ def is_builtin(cls: type) -> bool:
 
 
 def source_digest(cls: type) -> str:
-    """12 hex digits of the source file that defines ``cls``: a plug-in's part of a run's identity."""
-    return _file_digest(Path(inspect.getsourcefile(cls)))
+    """12 hex digits of the source that defines ``cls``: its module and the modules of its own package
+    or folder that it imports (:mod:`vitpos.encodings.plugin_source`): a plug-in's part of a run's identity."""
+    path = Path(inspect.getsourcefile(cls))
+    if cls.__module__.startswith(FILE_PREFIX):  # loaded from a file by load_module: a loose file
+        where = (path.resolve(), path.resolve().parent, path.stem)
+    else:
+        where = plugin_source.module_root(path, cls.__module__)
+    return plugin_source.digest(plugin_source.source_files(*where), where[1])
 
 
 def module_digest(spec: str) -> str | None:
-    """:func:`source_digest` of the plug-in ``spec`` (a file or a module name) without importing it;
-    None when it cannot be found."""
-    if _is_file_spec(spec):
-        path = Path(spec).expanduser()
-    else:
-        found = importlib.util.find_spec(spec)
-        path = Path(found.origin) if found is not None and found.origin else None
-    return _file_digest(path) if path is not None and path.is_file() else None
-
-
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    """The digest of :func:`source_digest` for the plug-in ``spec`` (a file or a module name), found and
+    read without running any of its code (not even a parent package's ``__init__.py``); None when it
+    cannot be found."""
+    where = plugin_source.locate(spec)
+    if where is None:
+        return None
+    return plugin_source.digest(plugin_source.source_files(*where), where[1])
 
 
 def _is_file_spec(spec: str) -> bool:

@@ -26,6 +26,7 @@ def validate(cfg, plugins: bool = True) -> None:
     options.check_options(plain, image)
     options.check_threads(plain.get("threads", "auto"))
     options.check_run_names(plain["run"])
+    options.check_run_root(plain["run"].get("root"))
     data.check_data_paths(plain["data"], image)
     plain["model"] = model.with_timm_geometry(plain, image)  # model=timm: its patch size, width, ... from timm
     counts = None
@@ -36,6 +37,7 @@ def validate(cfg, plugins: bool = True) -> None:
         model.check_timm_checkpoint(plain)
     data.check_memory(plain, image, counts)
     options.check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
+    options.check_trainer_values(plain["trainer"])
     data.check_data_module(plain, image)
     model.check_encoding(plain, image, plugins)
     if image and isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == data.AUTO:

@@ -248,9 +248,10 @@ def read_scalars(run_dir: Path, recursive: bool = True) -> dict[str, pd.DataFram
 def read_hparams(run_dir: Path, recursive: bool = True) -> dict:
     for f in own_files(run_dir, "hparams.yaml", recursive):
         try:
-            return yaml.safe_load(f.read_text()) or {}
-        except yaml.YAMLError:
+            saved = yaml.safe_load(f.read_text())
+        except (yaml.YAMLError, ValueError):  # not YAML, or not text: the run is reported without its config
             continue
+        return saved if isinstance(saved, dict) else {}
     return {}
 
 

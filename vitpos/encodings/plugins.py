@@ -51,13 +51,15 @@ def import_package_modules(package: str, path: list[str]) -> None:
 def load_module(spec: str) -> str:
     """Import the plug-in ``spec``, a ``.py`` file or an importable module name (``my_pkg.my_enc``),
     once; returns the module's name. A missing file or module raises :class:`ModuleNotFoundError`
-    with what was looked for."""
+    (``<spec>: no such file``, ``no such module``) before anything runs; an error of the plug-in's
+    own import (a module it imports is missing, too) comes through as it is: :func:`is_missing` tells
+    the two apart."""
     if spec in _LOADED:
         return _LOADED[spec]
     if _is_file_spec(spec):
         path = Path(spec).expanduser()
         if not path.is_file():
-            raise ModuleNotFoundError(f"encoding.module={spec}: no such file (give a .py file or a module name)")
+            raise ModuleNotFoundError(f"{spec}: no such file")
         digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
         name = f"{FILE_PREFIX}{path.stem}_{digest}"
         module_spec = importlib.util.spec_from_file_location(name, path)
@@ -69,21 +71,34 @@ def load_module(spec: str) -> str:
             del sys.modules[name]
             raise
     else:
+        if module_digest(spec) is None:  # not found (a module it imports that is missing: its own error)
+            raise ModuleNotFoundError(f"{spec}: no such module")
         name = importlib.import_module(spec).__name__
     _LOADED[spec] = name
     return name
 
 
+def is_missing(err: BaseException, spec: str) -> bool:
+    """Whether ``err`` from :func:`load_module` says ``spec`` itself was not found (not the plug-in's own error)."""
+    return isinstance(err, ModuleNotFoundError) and str(err) in (f"{spec}: no such file", f"{spec}: no such module")
+
+
 def load_entry_points() -> bool:
     """Import the installed plug-ins of the entry-point group ``vitpos.encodings`` (once); returns
-    whether this call imported any."""
+    whether this call found any. One that fails to load (a missing module, an error at import, a name
+    registered twice) is skipped with one warning line naming it; the others still load."""
     global _ENTRY_POINTS_LOADED
     if _ENTRY_POINTS_LOADED:
         return False
     _ENTRY_POINTS_LOADED = True
     found = list(importlib.metadata.entry_points(group=GROUP))
     for entry in found:
-        entry.load()
+        try:
+            entry.load()
+        except Exception as err:  # noqa: BLE001  (one broken package must not take the others, or a built-in, down)
+            what = " ".join(str(err).split()) or type(err).__name__
+            print(f"warning: the installed encoding plug-in {entry.name} ({entry.value}, entry-point group {GROUP}) "
+                  f"failed to load and is skipped: {type(err).__name__}: {what}", file=sys.stderr)  # fmt: skip
     return bool(found)
 
 

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from vitpos.checks.options import check_task
 from vitpos.data import make_datamodule
 from vitpos.encodings import get_encoding_class
-from vitpos.encodings.plugins import load_module
+from vitpos.encodings.plugins import is_missing, load_module
 from vitpos.errors import CheckpointError, UserError
 from vitpos.run.checkpoint import load_checkpoint, task_kind
 from vitpos.run.identity import plugin_source
@@ -55,10 +55,12 @@ def load_plugin(module: str | None, allow_changed_code: bool = False) -> None:
         return
     try:
         load_module(module)
-    except ImportError as err:
-        raise UserError(
-            "module", str(err).split(": ", 1)[-1], "give the .py file or module the run trained with"
-        ) from None
+    except Exception as err:  # not found, or the plug-in's own code failed: one line either way
+        if is_missing(err, module):
+            raise UserError("module", str(err), "give the .py file or module the run trained with") from None
+        what = " ".join(str(err).split()) or type(err).__name__
+        raise UserError("module", f"{module} failed to import: {type(err).__name__}: {what}",
+                        "fix the plug-in (or install what it imports), then run again") from None  # fmt: skip
 
 
 def needs_plugin(path, saved: dict) -> None:

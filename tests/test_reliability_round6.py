@@ -78,8 +78,9 @@ def refused_training(tmp_path: Path, *args: str) -> str:
         (["run.root={file}/below"], "error: run.root: {file}/below lies inside the file {file}, not a folder"),
         (["trainer.precision=8"], "error: trainer.precision: 8 is not a precision (valid: auto, 64, 32, 16, "),
         (["trainer.devices=0"], "error: trainer.devices: 0 is not a device count or list (valid: auto, a count"),
+        (["+model.bogus=1"], "error: model.bogus: not an option of the model (VisionTransformer) (leave +model.bogus"),
     ],
-    ids=["root-empty", "root-file", "root-below-file", "precision-8", "devices-0"],
+    ids=["root-empty", "root-file", "root-below-file", "precision-8", "devices-0", "model-key"],
 )
 def test_training_options_lightning_or_the_disk_would_refuse_late(tmp_path, args, message):
     file = tmp_path / "afile"
@@ -109,8 +110,9 @@ def test_a_missing_plugin_file_gets_its_fix_once(tmp_path):
         ("r6_drops", {"body": "return x[:, 1:]"}, "add_to_tokens returned (1, 63, 64) where (1, 64, 64) was expected"),
         ("r6_index", {"body": "return x[:, [99]]"}, "failed on the training grid: IndexError: "),
         ("r6_nostrategy", {"strategies": "()"}, "Enc.strategies must be a non-empty tuple, got ()"),
+        ("r6_nan", {"body": "return x + float('nan')"}, "add_to_tokens returned nan or inf before any training step"),
     ],
-    ids=["drops-a-token", "hook-index-error", "no-strategy"],
+    ids=["drops-a-token", "hook-index-error", "no-strategy", "nan-before-any-step"],
 )
 def test_a_plugin_the_check_must_catch_is_one_line(tmp_path, name, kwargs, needle):
     enc = plugin(tmp_path / "p", name, **kwargs)

@@ -9,6 +9,7 @@ with (:func:`vitpos.integrations.timm_weights.plan_checkpoint`). torch is import
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 from vitpos.errors import UserError
@@ -74,13 +75,19 @@ def refuse_network_error(c: dict, cls, err: Exception) -> None:
         raise UserError("encoding", f"the plug-in {cls.name!r} ({where}) failed on the training grid: "
                         f"{type(err).__name__}: {message or '(no message)'}",
                         "fix the plug-in's hooks, then run again") from None  # fmt: skip
+    unknown = re.match(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", message)
+    if isinstance(err, TypeError) and unknown and unknown.group(1) != cls.__name__:  # the model's, not the encoding's
+        key = unknown.group(2)
+        raise UserError(f"model.{key}", f"not an option of the model ({unknown.group(1)})",
+                        f"leave +model.{key} out; python train.py --help lists the model's options")  # fmt: skip
     m = c["model"]
     raise UserError("encoding", message.rstrip("."), f"model: dim {m['dim']}, {m['num_heads']} heads") from None
 
 
 def check_hook_shapes(pe) -> None:
     """Each hook of the encoding ``pe`` (built for the run's network) keeps the shape it is given on the
-    training grid: a plug-in that drops or adds a token would train on shifted positions without a word.
+    training grid, and gives finite values: a plug-in that drops or adds a token would train on shifted
+    positions without a word, and one that gives nan would be blamed on ``optim.lr`` by the divergence guard.
     Raises :class:`ValueError` naming the hook (worded by :func:`refuse_network_error`)."""
     import torch
 
@@ -104,6 +111,11 @@ def check_hook_shapes(pe) -> None:
                 raise ValueError(f"{hook} returned {shape} where {tuple(expected)} was expected "
                                  "(a hook keeps the shape it is given: a token dropped or added shifts every "
                                  "position after it)")  # fmt: skip
+            if hook != "attention_bias" and not bool(torch.isfinite(out).all()):  # a bias may mask with -inf
+                raise ValueError(f"{hook} returned nan or inf before any training step (the loss would be nan "
+                                 "from the first batch, which no optim.lr fixes)")  # fmt: skip
+            if hook == "attention_bias" and bool(torch.isnan(out).any()):
+                raise ValueError("attention_bias returned nan before any training step")
 
 
 def default_of(cls, option: str) -> str:

@@ -201,3 +201,18 @@ def test_the_next_commands_paste_as_one_word_per_option_on_a_path_with_a_space()
     assert words[1] == ["python", "-m", "vitpos.compare", "runs=/tmp/my runs/shapes", "out=/tmp/my runs/shapes/report"]
     assert f"ckpt={folder}/checkpoints/last.ckpt" in words[2] and "module=my enc.py" in words[2]
     assert f"out={folder}/viz" in words[3]
+
+
+def test_compare_refuses_an_out_on_a_read_only_disk_before_reading(tmpfs, tmp_path):
+    """A read-only disk (a tmpfs mounted ``ro``: ``chmod`` would not stop root)."""
+    import subprocess
+
+    from test_benchmark_plan import mount_refusal
+
+    why = mount_refusal()
+    if why is not None:
+        pytest.skip(f"needs `mount -t tmpfs` for a read-only disk; refused here: {why}")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(tmpfs)], check=True)
+    write_run(tmp_path / "runs" / "shapes" / "none" / "seed0", [0.5], {"test/acc": 0.5}, 1)
+    ran = run_command("vitpos.compare", f"runs={tmp_path / 'runs'}", f"out={tmpfs / 'report'}")
+    one_error(ran, f"out={tmpfs / 'report'}: {tmpfs} is not writable (Read-only file system)")

@@ -302,6 +302,35 @@ def test_multirun_folder_as_runs_dir_reports_its_jobs_runs(tmp_path):
     assert "2 jobs, 1 failed:" in result.report
 
 
+def test_a_finished_job_is_known_by_the_folder_it_wrote_not_by_todays_code(tmp_path):
+    """A sweep job of a plug-in whose file was edited after the sweep: its config now maps to another
+    folder, but ``outcome.txt`` names the one it trained in, so the job is finished, not failed."""
+    from conftest import compose_train
+    from omegaconf import OmegaConf
+
+    from vitpos.run.identity import run_dir
+
+    enc = tmp_path / "my_enc.py"
+    enc.write_text("X = 1\n")
+    overrides = ["data=shapes", "model=vit_micro", "encoding=plugin", f"encoding.module={enc}", "encoding.name=mine",
+                 f"run.root={tmp_path / 'runs'}"]  # fmt: skip
+    cfg = compose_train(*overrides)
+    OmegaConf.update(cfg, "run.model", "vit_micro", force_add=True)
+    folder = run_dir(cfg)
+    write_run(folder, [0.5], {"test/acc": 0.55}, 1)
+    job = tmp_path / "multirun" / "0"
+    (job / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, job / ".hydra" / "config.yaml")
+    (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (job / "outcome.txt").write_text(f"test/acc 0.5500 ({folder})\n")
+    enc.write_text("X = 2\n")  # edited after the sweep: today's folder differs
+    assert run_dir(cfg) != folder
+    result = compare(tmp_path / "multirun", tmp_path / "report")
+    (found,) = result.jobs
+    assert found.error is None and found.run == folder, found
+    assert "1 failed" not in result.report
+
+
 def test_stray_event_files_higher_up_are_a_run_and_hide_nothing(tmp_path):
     """Event files at runs/<group>/ are listed as a run of their own; the runs below them still count."""
     write_run(tmp_path / "shapes" / "rope_2d" / "seed0", [0.5], {"test/acc": 0.5}, 1)

@@ -1,6 +1,7 @@
 """The config fuzzer: generated command lines through ``python train.py``'s own entry point.
 
-Hypothesis draws a setup (shapes images, CIFAR-10 images, sequences) and one to three overrides
+Hypothesis draws a setup (shapes images, CIFAR-10 images, sequences, a plug-in encoding on shapes) and
+one to three overrides
 from every config group (``configs/<group>/*.yaml`` and a name no group has) and every option
 the composed configs hold (``data.batch_size``, ``eval.resolutions``, ...), each with a value
 drawn from valid ones (the option's default), boundaries (0, 1, -1), huge and negative numbers,
@@ -53,7 +54,10 @@ BASES = {
     "image": ["data=shapes", "model=vit_micro"],
     "cifar": ["data=cifar10", "model=vit_micro"],
     "sequence": ["task=sequence"],
-}
+    # a plug-in (the documented example): its options, encoding.module and encoding.name, are drawn too
+    "plugin": ["data=shapes", "model=vit_micro", "encoding=plugin",
+               f"encoding.module={CONFIGS.parent / 'docs' / 'examples' / 'my_enc.py'}", "encoding.name=scaled_sincos"],
+}  # fmt: skip
 
 #: the config groups of train.yaml's defaults list, and the configs of each (a name no group has too)
 GROUPS = {

@@ -105,3 +105,30 @@ def test_a_missing_plugin_file_is_refused_in_one_line(tmp_path):
 def test_built_in_encodings_are_found_without_an_import_list(name):
     init = (ROOT / "vitpos" / "encodings" / "__init__.py").read_text()
     assert f" {get_encoding_class(name).__module__.rsplit('.', 1)[1]}," not in init  # no list to edit
+
+
+def test_a_plugin_edited_since_training_is_refused_by_every_tool_unless_allowed(tmp_path):
+    """``extrapolate``, ``export`` and ``viz`` compare the digest of the code given with the one the checkpoint
+    recorded: an edit (here, a scale that takes accuracy elsewhere) is one line naming both digests and the
+    option to go on; ``allow_changed_code=true`` goes on."""
+    from vitpos.encodings.plugins import module_digest
+
+    enc = plugin_file(tmp_path, "plug_changed")
+    run = finished_run(
+        tmp_path / "runs", *TINY, "encoding=plugin", f"encoding.module={enc}", "encoding.name=plug_changed"
+    )
+    trained = module_digest(str(enc))
+    ckpt = f"ckpt={run}/checkpoints/last.ckpt"
+    plugin_file(tmp_path, "plug_changed", scale="3.0")  # the same file, edited
+    edited = module_digest(str(enc))
+    assert edited != trained
+    for tool, *args in (("vitpos.extrapolate", "resolutions=[16]", f"out={tmp_path}/x"),
+                        ("vitpos.export", f"out={tmp_path}/m.onnx"), ("vitpos.viz", f"out={tmp_path}/v")):  # fmt: skip
+        ran = run_command(tool, ckpt, f"module={enc}", *args)
+        lines = [line for line in ran.err.splitlines() if "plug_changed" in line]
+        assert ran.code == 2 and len(lines) == 1 and "Traceback" not in ran.err, (tool, ran.out, ran.err)
+        assert f"source digest {trained}, module={enc} has {edited} now" in lines[0], lines[0]
+        assert "allow_changed_code=true" in lines[0]
+    ran = run_command("vitpos.extrapolate", ckpt, f"module={enc}", "allow_changed_code=true", "resolutions=[16]",
+                      f"out={tmp_path}/x")  # fmt: skip
+    assert ran.code == 0, ran.err

@@ -10,6 +10,7 @@ anything is written."""
 from __future__ import annotations
 
 import difflib
+import shutil
 
 import pytest
 
@@ -72,3 +73,46 @@ def test_bad_arguments_are_refused_in_one_line_before_writing(argv, message, tmp
     assert "rewriting" not in captured.out or "empty" in argv[-1]  # only a folder that exists is opened
     assert not (tmp_path / "out").exists()
     assert sorted(p.relative_to(RESULTS) for p in RESULTS.rglob("*")) == before
+
+
+def test_a_runs_folder_with_a_config_that_is_not_yaml_is_refused_before_writing(tmp_path, capsys):
+    """A snapshot whose ``hparams.yaml`` is binary bytes would land in a section with no budget."""
+    runs = tmp_path / "runs"
+    shutil.copytree(RESULTS / "extrapolation_aspect" / "runs", runs)
+    broken = sorted(runs.rglob("hparams.yaml"))[0]
+    broken.write_bytes(b"\xff\xfe\x00binary")
+    assert rebuild_reports.main(["--into", str(tmp_path / "out"), "aspect", str(runs)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {broken}: not a readable YAML config") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda f: f.write_text(f.read_text()[: len(f.read_text()) // 2]), "fields than its header"),
+        (lambda f: f.write_text(f.read_text().split("\n", 1)[0][:40] + "\n"), "no column "),
+        (lambda f: f.unlink(), "cannot be read (No such file or directory)"),
+    ],
+    ids=["truncated-row", "truncated-header", "missing"],
+)
+def test_a_broken_report_the_pages_quote_is_refused_and_nothing_is_written(damage, message, tmp_path, monkeypatch,
+                                                                           capsys):  # fmt: skip
+    """Rebuilding one report rewrites the pages from every report: another's broken ``runs.csv`` is refused
+    before anything is written (here in a copy of docs/, so the checkout stays as it is)."""
+    docs = tmp_path / "docs"
+    shutil.copytree(RESULTS, docs / "results", ignore=shutil.ignore_patterns("runs"))
+    shutil.copytree(RESULTS / "extrapolation_aspect" / "runs", docs / "results" / "extrapolation_aspect" / "runs")
+    page = docs / "results.md"
+    shutil.copy2(RESULTS.parent / "results.md", page)
+    monkeypatch.setattr(rebuild_reports, "RESULTS", docs / "results")
+    monkeypatch.setattr(rebuild_reports, "PAGES", [page])
+    damage(docs / "results" / "cifar10_full" / "runs.csv")
+    before = {p: p.read_bytes() for p in docs.rglob("*") if p.is_file()}
+    assert rebuild_reports.main(["extrapolation_aspect"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith(f"error: {docs / 'results' / 'cifar10_full' / 'runs.csv'}: ") and message in err, err
+    assert "python scripts/rebuild_reports.py cifar10_full" in err and len(err.splitlines()) == 1
+    assert "rewriting" not in captured.out
+    assert {p: p.read_bytes() for p in docs.rglob("*") if p.is_file()} == before

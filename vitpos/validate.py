@@ -15,15 +15,18 @@ from vitpos.checks import data, model, options
 from vitpos.errors import UserError
 
 
-def validate(cfg) -> None:
+def validate(cfg, plugins: bool = True) -> None:
     """Raise :class:`UserError` for the first problem in ``cfg``, then fill in ``eval.resolutions=auto``
-    (a list given stays as written)."""
+    (a list given stays as written). ``plugins=False``: import no module the config names in
+    ``encoding.module`` (a config read off disk, e.g. by ``vitpos.compare``: code runs only when the
+    command names it), so a plug-in encoding's options and network go unchecked."""
     plain = resolved(cfg)
     image = options.check_task(plain.get("task"))
     options.check_needed(plain, image)
     options.check_options(plain, image)
     options.check_threads(plain.get("threads", "auto"))
     options.check_run_names(plain["run"])
+    options.check_run_root(plain["run"].get("root"))
     data.check_data_paths(plain["data"], image)
     plain["model"] = model.with_timm_geometry(plain, image)  # model=timm: its patch size, width, ... from timm
     counts = None
@@ -34,8 +37,9 @@ def validate(cfg) -> None:
         model.check_timm_checkpoint(plain)
     data.check_memory(plain, image, counts)
     options.check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
+    options.check_trainer_values(plain["trainer"])
     data.check_data_module(plain, image)
-    model.check_encoding(plain, image)
+    model.check_encoding(plain, image, plugins)
     if image and isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == data.AUTO:
         with read_write(cfg), open_dict(cfg):
             cfg.eval.resolutions = plain["eval"]["resolutions"]

@@ -9,6 +9,8 @@ with (:func:`vitpos.integrations.timm_weights.plan_checkpoint`). torch is import
 from __future__ import annotations
 
 import math
+import re
+import sys
 
 from vitpos.errors import UserError
 from vitpos.integrations import is_timm
@@ -19,18 +21,24 @@ def encoding_names() -> str:
     """The registered encodings, image ones then sequence ones: the hint of an unknown name."""
     from vitpos.encodings import list_encodings
 
-    return f"image: {', '.join(list_encodings(2))}; sequence: {', '.join(list_encodings(1))}"
+    plugins = [n for n in list_encodings(plugins=True) if n not in list_encodings()]
+    also = f"; plug-ins: {', '.join(plugins)}" if plugins else ""
+    return f"image: {', '.join(list_encodings(2))}; sequence: {', '.join(list_encodings(1))}{also}"
 
 
-def check_encoding(c: dict, image: bool) -> None:
+def check_encoding(c: dict, image: bool, plugins: bool = True) -> None:
     """Name, strategy and options of ``encoding``, then the run's network built with it
-    (:func:`check_network`: the constructors check widths and head dims)."""
+    (:func:`check_network`: the constructors check widths and head dims). ``plugins=False``: a
+    plug-in's module is not imported, so only its name and module are checked."""
     from vitpos.encodings import OptionError, get_encoding_class
+    from vitpos.encodings.plugins import is_builtin
 
     enc = dict(c["encoding"])
     name, module = enc.pop("name", None), enc.pop("module", None)
     if module is not None or name is None:
-        check_plugin(name, module)
+        check_plugin(name, module, load=plugins)
+        if not plugins:
+            return
     try:
         cls = get_encoding_class(str(name))
     except KeyError:
@@ -42,16 +50,72 @@ def check_encoding(c: dict, image: bool) -> None:
             encoding_names(),
         )
     try:
-        check_network(c, image, name, enc)
+        pe = check_network(c, image, name, enc)
+        if not is_builtin(cls):
+            check_hook_shapes(pe)
     except UserError:  # the network's memory (check_model_memory)
         raise
-    except OptionError as err:  # an unknown option, a bad value or strategy: named by the class that owns the rule
-        fix = err.fix or default_of(cls, err.option)
-        raise UserError(err.option, err.args[0].rstrip("."), fix) from None
-    except (ValueError, TypeError, KeyError, RuntimeError) as err:
-        m = c["model"]
-        message = str(err.args[0] if isinstance(err, KeyError) else err)
-        raise UserError("encoding", message.rstrip("."), f"model: dim {m['dim']}, {m['num_heads']} heads") from None
+    except Exception as err:
+        if is_builtin(cls) and not isinstance(err, OptionError | ValueError | TypeError | KeyError | RuntimeError):
+            raise
+        refuse_network_error(c, cls, err)
+
+
+def refuse_network_error(c: dict, cls, err: Exception) -> None:
+    """The one line for an error of the network check (:func:`check_encoding`): an option the class
+    refused, a width it cannot use, or (a plug-in) any error of its own code."""
+    from vitpos.encodings import OptionError
+    from vitpos.encodings.plugins import is_builtin
+
+    if isinstance(err, OptionError):  # an unknown option, a bad value or strategy: named by the class that owns it
+        raise UserError(err.option, err.args[0].rstrip("."), err.fix or default_of(cls, err.option)) from None
+    message = " ".join(str(err.args[0] if isinstance(err, KeyError) and err.args else err).split())
+    if not is_builtin(cls):  # the plug-in's own code: where and what
+        where = getattr(sys.modules.get(cls.__module__), "__file__", None) or cls.__module__
+        raise UserError("encoding", f"the plug-in {cls.name!r} ({where}) failed on the training grid: "
+                        f"{type(err).__name__}: {message or '(no message)'}",
+                        "fix the plug-in's hooks, then run again") from None  # fmt: skip
+    unknown = re.match(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", message)
+    if isinstance(err, TypeError) and unknown and unknown.group(1) != cls.__name__:  # the model's, not the encoding's
+        key = unknown.group(2)
+        raise UserError(f"model.{key}", f"not an option of the model ({unknown.group(1)})",
+                        f"leave +model.{key} out; python train.py --help lists the model's options")  # fmt: skip
+    m = c["model"]
+    raise UserError("encoding", message.rstrip("."), f"model: dim {m['dim']}, {m['num_heads']} heads") from None
+
+
+def check_hook_shapes(pe) -> None:
+    """Each hook of the encoding ``pe`` (built for the run's network) keeps the shape it is given on the
+    training grid, and gives finite values: a plug-in that drops or adds a token would train on shifted
+    positions without a word, and one that gives nan would be blamed on ``optim.lr`` by the divergence guard.
+    Raises :class:`ValueError` naming the hook (worded by :func:`refuse_network_error`)."""
+    import torch
+
+    ctx, grid = pe.ctx, pe.train_grid
+    n, p = math.prod(grid), pe.num_prefix_tokens
+    tokens, full = (1, n, ctx.dim), (1, p + n, ctx.dim)  # (B, N, D), (B, P + N, D)
+    qk = (1, ctx.num_heads, p + n, ctx.head_dim)  # (B, H, P + N, Dh)
+    with torch.no_grad():
+        found = {
+            "add_to_tokens": [(pe.add_to_tokens(torch.zeros(tokens), grid), tokens)],
+            "after_block": [(pe.after_block(torch.zeros(full), grid, 0), full)],
+            "rotate_qk": [(t, qk) for t in pe.rotate_qk(torch.zeros(qk), torch.zeros(qk), grid, 0)],
+        }
+        bias = pe.attention_bias(grid, 0, torch.device("cpu"), torch.float32)
+    if bias is not None:
+        found["attention_bias"] = [(bias, (*bias.shape[:-2], p + n, p + n))]
+    for hook, pairs in found.items():
+        for out, expected in pairs:
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(expected):
+                shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+                raise ValueError(f"{hook} returned {shape} where {tuple(expected)} was expected "
+                                 "(a hook keeps the shape it is given: a token dropped or added shifts every "
+                                 "position after it)")  # fmt: skip
+            if hook != "attention_bias" and not bool(torch.isfinite(out).all()):  # a bias may mask with -inf
+                raise ValueError(f"{hook} returned nan or inf before any training step (the loss would be nan "
+                                 "from the first batch, which no optim.lr fixes)")  # fmt: skip
+            if hook == "attention_bias" and bool(torch.isnan(out).any()):
+                raise ValueError("attention_bias returned nan before any training step")
 
 
 def default_of(cls, option: str) -> str:
@@ -63,11 +127,11 @@ def default_of(cls, option: str) -> str:
         return f"{cls.name}'s options: {', '.join(cls.option_names())}"
 
 
-def check_network(c: dict, image: bool, name: str, options: dict) -> None:
+def check_network(c: dict, image: bool, name: str, options: dict):
     """Build the run's network as training does (:func:`vitpos.models.network`) and run one training-size
     example through it, so constructors and hooks refuse what they cannot take. For a timm model, only the
     encoding is built, on the timm model's geometry, and each hook runs once on the training grid (lazily
-    built tables check their widths there)."""
+    built tables check their widths there). Returns the encoding module it built."""
     import torch
 
     from vitpos.encodings import EncodingContext, create_encoding
@@ -85,7 +149,7 @@ def check_network(c: dict, image: bool, name: str, options: dict) -> None:
             pe.after_block(torch.zeros(1, prefix + n, ctx.dim), grid, 0)  # (B, P + N, D)
             pe.rotate_qk(q, q, grid, 0)
             pe.attention_bias(grid, 0, torch.device("cpu"), torch.float32)
-        return
+        return pe
     from vitpos.data.sequence import task_sizes
     from vitpos.models import network
 
@@ -97,8 +161,10 @@ def check_network(c: dict, image: bool, name: str, options: dict) -> None:
         sizes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))[::-1]
         example = torch.zeros(1, data["train_len"], dtype=torch.long)  # (1, N) tokens
     check_model_memory(c, lambda blocks: network({**c, "model": {**m, "depth": blocks}}, *sizes))
+    model = network(c, *sizes).eval()
     with torch.no_grad():
-        network(c, *sizes).eval()(example)
+        model(example)
+    return model.pos
 
 
 def check_model_memory(c: dict, build) -> None:
@@ -131,10 +197,11 @@ def check_model_memory(c: dict, build) -> None:
         )
 
 
-def check_plugin(name, module) -> None:
+def check_plugin(name, module, load: bool = True) -> None:
     """``encoding=plugin``: both ``encoding.module`` and ``encoding.name`` are given and the module imports
-    (a missing file or the plug-in's own error becomes one line)."""
-    from vitpos.encodings.plugins import load_module
+    (a missing file or the plug-in's own error becomes one line). ``load=False``: only that both are
+    given and the module can be found, without importing it."""
+    from vitpos.encodings.plugins import is_missing, load_module, module_digest
 
     if not module or not name:
         raise UserError(
@@ -142,14 +209,19 @@ def check_plugin(name, module) -> None:
             "an encoding of your own needs its file and its registered name",
             "encoding=plugin encoding.module=<file.py or module> encoding.name=<name>",
         )
+    if not load:
+        if module_digest(str(module)) is None:
+            raise UserError("encoding.module", f"{module}: no such file or module",
+                            "give a .py file or an importable module name")  # fmt: skip
+        return
     try:
         load_module(str(module))
-    except ImportError as err:  # ModuleNotFoundError: no such file or module
-        raise UserError("encoding.module", str(err).removeprefix(f"encoding.module={module}: "),
-                        "give a .py file or an importable module name") from None  # fmt: skip
-    except Exception as err:  # the plug-in's own code failed: say where, in one line
-        raise UserError("encoding.module", f"{module} failed to import: {type(err).__name__}: {err}",
-                        "fix the file, then run again") from None  # fmt: skip
+    except Exception as err:  # not found, or the plug-in's own code failed (an import inside it too): one line
+        if is_missing(err, str(module)):
+            raise UserError("encoding.module", str(err), "give a .py file or an importable module name") from None
+        what = " ".join(str(err).split()) or type(err).__name__
+        raise UserError("encoding.module", f"{module} failed to import: {type(err).__name__}: {what}",
+                        "fix the plug-in (or install what it imports), then run again") from None  # fmt: skip
 
 
 def with_timm_geometry(c: dict, image: bool) -> dict:

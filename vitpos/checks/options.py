@@ -17,6 +17,7 @@ import difflib
 import inspect
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -348,6 +349,19 @@ def check_run_names(run: dict) -> None:
             raise UserError(f"run.{key}", f"must be a plain folder name, got {text!r}", fix)
 
 
+def check_run_root(root) -> None:
+    """``run.root``: a folder's path (made if missing), not empty (that would be this folder) and not a
+    file or a path through one."""
+    fix = "give the folder runs go in, e.g. run.root=runs"
+    text = "" if root is None else str(root)
+    if not text.strip():
+        raise UserError("run.root", "empty: the runs would land in the current folder", fix)
+    blocking = next((p for p in (Path(text), *Path(text).parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        where = "is a file" if str(blocking) == text else f"lies inside the file {blocking}"
+        raise UserError("run.root", f"{text} {where}, not a folder", fix)
+
+
 def check_threads(threads) -> None:
     """``threads``: auto, a positive integer or null (the rule is :func:`vitpos.runtime.resolve_threads`)."""
     from vitpos.runtime import resolve_threads
@@ -359,6 +373,30 @@ def check_threads(threads) -> None:
     except ValueError as err:
         fix = "valid: auto, a positive integer, or null"
         raise UserError("threads", f"{threads!r} is not a thread count", fix) from err
+
+
+def check_trainer_values(trainer: dict) -> None:
+    """``trainer.precision`` and ``trainer.devices`` as Lightning takes them, refused here in one line
+    (Lightning refuses them only when the Trainer is made, with a traceback)."""
+    import typing
+
+    from lightning.fabric.plugins.precision.precision import _PRECISION_INPUT
+
+    valid = [v for literal in typing.get_args(_PRECISION_INPUT) for v in typing.get_args(literal)]
+    precision = trainer.get("precision", "auto")
+    if precision != "auto" and (isinstance(precision, bool) or precision not in valid):
+        names = ", ".join(dict.fromkeys(str(v) for v in valid))
+        raise UserError("trainer.precision", f"{precision!r} is not a precision", f"valid: auto, {names}")
+    devices = trainer.get("devices", "auto")
+    fine = (
+        devices == "auto"
+        or (isinstance(devices, int) and not isinstance(devices, bool) and (devices >= 1 or devices == -1))
+        or (isinstance(devices, str) and devices.strip() not in ("", "0"))
+        or (isinstance(devices, list) and devices and all(isinstance(d, int) and d >= 0 for d in devices))
+    )
+    if not fine:
+        raise UserError("trainer.devices", f"{devices!r} is not a device count or list",
+                        "valid: auto, a count of 1 or more, -1 for all, or a list of indices like [0,1]")  # fmt: skip
 
 
 def check_trainer_keys(trainer: dict) -> None:

@@ -23,6 +23,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from vitpos.compare.protocol import Protocol
 from vitpos.run.identity import run_dir
 from vitpos.run.status import read_status
+from vitpos.run.sweep import OUTCOME_FILE
 from vitpos.validate import validate
 
 SEED_DIR = re.compile(r"^seed(\d+)(.*)$")  # seed0, or seed0<suffix>
@@ -157,32 +158,38 @@ def find_jobs(folders: list[Path]) -> list[Job]:
             seen.add(job)
             try:
                 overrides = [str(o) for o in (yaml.safe_load(f.read_text()) or [])]
-            except yaml.YAMLError:
+            except (yaml.YAMLError, ValueError):  # not YAML, or not text
                 overrides = ["(unreadable overrides.yaml)"]
-            run, config_error = job_run_folder(job)
             error = job_error(job)
+            run, config_error = job_run_folder(job, check=error is None)
             if error is None and run is None:
                 error = config_error or "no run folder and no error logged: it stopped before training started"
             jobs.append(Job(job, overrides, error, run))
     return jobs
 
 
-def job_run_folder(job: Path) -> tuple[Path | None, str | None]:
+def job_run_folder(job: Path, check: bool = True) -> tuple[Path | None, str | None]:
     """(the job's run folder if it exists, the config check's error for its saved config).
 
-    The folder is computed from ``.hydra/config.yaml`` as training does
-    (:func:`vitpos.run.identity.run_dir`); a job that failed before writing anything
-    has no log, so its config is checked again (:func:`vitpos.validate.validate`)
-    to name the error."""
+    The folder is the one the finished job wrote in ``outcome.txt`` (:func:`vitpos.run.sweep.record_outcome`):
+    what the job trained in, whatever the code is today. Else it is computed from ``.hydra/config.yaml``
+    as training does (:func:`vitpos.run.identity.run_dir`; a plug-in's source is read, never run). A job
+    that failed before writing anything has no log, so ``check`` checks its config again to name the
+    error (:func:`vitpos.validate.validate` with ``plugins=False``: a config read off disk never makes
+    this process import the module it names)."""
+    written = outcome_folder(job)
+    if written is not None:
+        return written, None
     try:
         cfg = OmegaConf.load(job / ".hydra" / "config.yaml")
     except Exception:  # noqa: BLE001  (a missing or broken config only loses the hint)
         return None, None
-    try:
-        validate(cfg)
-        error = None
-    except Exception as err:  # noqa: BLE001  (any refusal is the reason to report)
-        error = f"error: {err} (its config, checked again now)"
+    error = None
+    if check:
+        try:
+            validate(cfg.copy(), plugins=False)
+        except Exception as err:  # noqa: BLE001  (any refusal is the reason to report)
+            error = f"error: {err} (its config, checked again now)"
     try:
         choices = OmegaConf.load(job / ".hydra" / "hydra.yaml").hydra.runtime.choices
         OmegaConf.update(cfg, "run.model", cfg.run.get("model") or choices.get("model"), force_add=True)
@@ -192,6 +199,20 @@ def job_run_folder(job: Path) -> tuple[Path | None, str | None]:
     if not folder.is_dir():  # the model part named differently: match group/*/label-hash/seed<k>
         folder = next(iter(sorted(folder.parents[2].glob(f"*/{folder.parent.name}/{folder.name}"))), folder)
     return (folder if folder.is_dir() else None), error
+
+
+def outcome_folder(job: Path) -> Path | None:
+    """The run folder a finished job named in its ``outcome.txt`` (``test/acc 0.5 (<folder>)``), if it is
+    still there (a relative one: from this process's folder, as the sweep wrote it)."""
+    try:
+        text = (job / OUTCOME_FILE).read_text(errors="replace").strip()
+    except OSError:
+        return None
+    m = re.search(r"\((.+)\)$", text)
+    if m is None:
+        return None
+    folder = Path(m.group(1))
+    return folder if folder.is_dir() else None
 
 
 def job_error(job: Path) -> str | None:
@@ -227,9 +248,10 @@ def read_scalars(run_dir: Path, recursive: bool = True) -> dict[str, pd.DataFram
 def read_hparams(run_dir: Path, recursive: bool = True) -> dict:
     for f in own_files(run_dir, "hparams.yaml", recursive):
         try:
-            return yaml.safe_load(f.read_text()) or {}
-        except yaml.YAMLError:
+            saved = yaml.safe_load(f.read_text())
+        except (yaml.YAMLError, ValueError):  # not YAML, or not text: the run is reported without its config
             continue
+        return saved if isinstance(saved, dict) else {}
     return {}
 
 

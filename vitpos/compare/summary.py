@@ -4,7 +4,9 @@ report written from them: what ``python -m vitpos.compare`` runs (see the packag
 from __future__ import annotations
 
 import math
+import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,12 +167,21 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 
 def refuse_a_file_for_the_report(out: Path) -> None:
-    """The report is a folder: ``out`` naming a file, or a path through one, is refused before
-    anything is read or written (the file is left untouched)."""
+    """The report is a folder: ``out`` naming a file, or a path through one, or a folder this process
+    cannot write, is refused before anything is read or written (the file is left untouched)."""
     blocking = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         what = "is a file, not a folder" if blocking == out else f"lies inside the file {blocking}, not a folder"
         raise NotADirectoryError(f"out={out}: {what} (pass out=<a folder> for report.md, the CSVs and the plots)")
+    here = next(p for p in (out, *out.parents) if p.exists())
+    try:  # a probe file, removed at once: a read-only disk refuses even root, which os.access would not say
+        handle, probe = tempfile.mkstemp(dir=here, prefix=".vitpos-write-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        raise PermissionError(
+            f"out={out}: {here} is not writable ({err.strerror}) (pass out=<a folder you can write>)"
+        ) from None
 
 
 def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: list | None = None) -> Comparison:
@@ -182,6 +193,12 @@ def compare(runs_dir: str | Path, out_dir: str | Path | None = None, multirun: l
         raise FileNotFoundError(f"{runs_dir}: no such folder; pass the folder your runs are in (run.root, e.g. runs/)")
     out = Path(out_dir) if out_dir is not None else runs_dir / "report"
     refuse_a_file_for_the_report(out)
+    for folder in map(Path, multirun or []):
+        if not folder.is_dir():
+            raise FileNotFoundError(
+                f"multirun={folder}: no such folder; pass a Hydra multirun folder (multirun/<date>/<time>) or leave "
+                "multirun= out"
+            )
     jobs = find_jobs([runs_dir, *map(Path, multirun or [])])
     runs = find_runs(runs_dir, skip=out)
     runs = [read_run(r) for r in runs + runs_of_jobs(jobs, runs)]  # a multirun folder: its jobs' runs too
@@ -246,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv, CompareOptions, prog="python -m vitpos.compare")
     try:
         result = compare(opts.runs, opts.out, expand_paths("multirun", opts.multirun))
-    except (FileNotFoundError, NotADirectoryError) as err:  # no runs; out= a file (refused before writing)
+    except (FileNotFoundError, NotADirectoryError, PermissionError) as err:  # no runs; out= a file, not writable
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(result.report)

@@ -240,7 +240,16 @@ _REGISTRY: dict[str, type[PositionalEncoding]] = {}
 
 
 def register(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
-    """Class decorator: make ``cls`` constructible by its ``name``."""
+    """Class decorator: make ``cls`` constructible by its ``name``. A class that is no
+    :class:`PositionalEncoding`, or declares no strategy or grid, is refused here, when its module
+    is imported, rather than when it is first built."""
+    if not (isinstance(cls, type) and issubclass(cls, PositionalEncoding)):
+        raise TypeError(f"@register: {cls!r} is not a subclass of PositionalEncoding (subclass it)")
+    for attr, example in (("strategies", '("interpolate",)'), ("grid_dims", "(2,)")):
+        value = getattr(cls, attr)
+        if not isinstance(value, tuple) or not value:
+            raise TypeError(f"@register: {cls.__name__}.{attr} must be a non-empty tuple, got {value!r} "
+                            f"(e.g. {attr} = {example})")  # fmt: skip
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"encoding name '{cls.name}' is registered twice")
     _REGISTRY[cls.name] = cls

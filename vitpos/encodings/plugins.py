@@ -18,8 +18,9 @@ It reaches the registry in one of three ways:
   ``module=``): :func:`load_module`. Nothing loads a module from a path read out of a checkpoint:
   the command names it, as it names the checkpoint.
 
-A plug-in is code: :func:`source_digest` of its module is part of a run's identity, so editing the
-file and running again trains again.
+A plug-in is code: :func:`source_digest` of its source (the defining module and the modules of its own
+package or folder that it imports: :mod:`vitpos.encodings.plugin_source`) is part of a run's identity,
+so editing any of those files and running again trains again.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ import pkgutil
 import sys
 from pathlib import Path
 
+from . import plugin_source
+
 GROUP = "vitpos.encodings"
+FILE_PREFIX = "vitpos_plugin_"  # the module name of a plug-in loaded from a file
 _LOADED: dict[str, str] = {}  # what load_module was given -> the module name it imported
 _ENTRY_POINTS_LOADED = False
 
@@ -47,15 +51,17 @@ def import_package_modules(package: str, path: list[str]) -> None:
 def load_module(spec: str) -> str:
     """Import the plug-in ``spec``, a ``.py`` file or an importable module name (``my_pkg.my_enc``),
     once; returns the module's name. A missing file or module raises :class:`ModuleNotFoundError`
-    with what was looked for."""
+    (``<spec>: no such file``, ``no such module``) before anything runs; an error of the plug-in's
+    own import (a module it imports is missing, too) comes through as it is: :func:`is_missing` tells
+    the two apart."""
     if spec in _LOADED:
         return _LOADED[spec]
     if _is_file_spec(spec):
         path = Path(spec).expanduser()
         if not path.is_file():
-            raise ModuleNotFoundError(f"encoding.module={spec}: no such file (give a .py file or a module name)")
+            raise ModuleNotFoundError(f"{spec}: no such file")
         digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
-        name = f"vitpos_plugin_{path.stem}_{digest}"
+        name = f"{FILE_PREFIX}{path.stem}_{digest}"
         module_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
@@ -65,21 +71,34 @@ def load_module(spec: str) -> str:
             del sys.modules[name]
             raise
     else:
+        if module_digest(spec) is None:  # not found (a module it imports that is missing: its own error)
+            raise ModuleNotFoundError(f"{spec}: no such module")
         name = importlib.import_module(spec).__name__
     _LOADED[spec] = name
     return name
 
 
+def is_missing(err: BaseException, spec: str) -> bool:
+    """Whether ``err`` from :func:`load_module` says ``spec`` itself was not found (not the plug-in's own error)."""
+    return isinstance(err, ModuleNotFoundError) and str(err) in (f"{spec}: no such file", f"{spec}: no such module")
+
+
 def load_entry_points() -> bool:
     """Import the installed plug-ins of the entry-point group ``vitpos.encodings`` (once); returns
-    whether this call imported any."""
+    whether this call found any. One that fails to load (a missing module, an error at import, a name
+    registered twice) is skipped with one warning line naming it; the others still load."""
     global _ENTRY_POINTS_LOADED
     if _ENTRY_POINTS_LOADED:
         return False
     _ENTRY_POINTS_LOADED = True
     found = list(importlib.metadata.entry_points(group=GROUP))
     for entry in found:
-        entry.load()
+        try:
+            entry.load()
+        except Exception as err:  # noqa: BLE001  (one broken package must not take the others, or a built-in, down)
+            what = " ".join(str(err).split()) or type(err).__name__
+            print(f"warning: the installed encoding plug-in {entry.name} ({entry.value}, entry-point group {GROUP}) "
+                  f"failed to load and is skipped: {type(err).__name__}: {what}", file=sys.stderr)  # fmt: skip
     return bool(found)
 
 
@@ -95,23 +114,24 @@ def is_builtin(cls: type) -> bool:
 
 
 def source_digest(cls: type) -> str:
-    """12 hex digits of the source file that defines ``cls``: a plug-in's part of a run's identity."""
-    return _file_digest(Path(inspect.getsourcefile(cls)))
+    """12 hex digits of the source that defines ``cls``: its module and the modules of its own package
+    or folder that it imports (:mod:`vitpos.encodings.plugin_source`): a plug-in's part of a run's identity."""
+    path = Path(inspect.getsourcefile(cls))
+    if cls.__module__.startswith(FILE_PREFIX):  # loaded from a file by load_module: a loose file
+        where = (path.resolve(), path.resolve().parent, path.stem)
+    else:
+        where = plugin_source.module_root(path, cls.__module__)
+    return plugin_source.digest(plugin_source.source_files(*where), where[1])
 
 
 def module_digest(spec: str) -> str | None:
-    """:func:`source_digest` of the plug-in ``spec`` (a file or a module name) without importing it;
-    None when it cannot be found."""
-    if _is_file_spec(spec):
-        path = Path(spec).expanduser()
-    else:
-        found = importlib.util.find_spec(spec)
-        path = Path(found.origin) if found is not None and found.origin else None
-    return _file_digest(path) if path is not None and path.is_file() else None
-
-
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    """The digest of :func:`source_digest` for the plug-in ``spec`` (a file or a module name), found and
+    read without running any of its code (not even a parent package's ``__init__.py``); None when it
+    cannot be found."""
+    where = plugin_source.locate(spec)
+    if where is None:
+        return None
+    return plugin_source.digest(plugin_source.source_files(*where), where[1])
 
 
 def _is_file_spec(spec: str) -> bool:

@@ -68,6 +68,9 @@ class ExportOptions:
         "(its encoding.module=); never loaded from the checkpoint",
         metavar="FILE|MODULE",
     )
+    allow_changed_code: bool = option(
+        False, "use a plug-in whose source changed since the run trained (refused by default: its digest differs)"
+    )
 
 
 def check_options(opts: ExportOptions) -> Path:
@@ -183,7 +186,7 @@ def report(result: Exported, out: Path, geo) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv, ExportOptions, prog="python -m vitpos.export", usage="ckpt=PATH [key=value ...]")
     out = check_options(opts)
-    load_plugin(opts.module)
+    load_plugin(opts.module, opts.allow_changed_code)
     path = newest_checkpoint(opts.ckpt, "exporting")
     model, cfg = load_image_model(path, opts.strategy)
     encoding = getattr(model, "pos", None)

@@ -85,6 +85,9 @@ class ExtrapolateOptions:
         "(its encoding.module=); never loaded from the checkpoint",
         metavar="FILE|MODULE",
     )
+    allow_changed_code: bool = option(
+        False, "use a plug-in whose source changed since the run trained (refused by default: its digest differs)"
+    )
     data: dict[str, Any] = option({}, "overrides the run's data config, e.g. data.eval_batch_size=64",
                                   default_text="the run's", example="data.eval_batch_size=64")  # fmt: skip
 
@@ -234,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.test_subset not in (RUN, None) and not (is_integer(opts.test_subset) and opts.test_subset > 0):
         raise UserError("test_subset", f"must be a positive integer or null, got {opts.test_subset!r}",
                         "e.g. test_subset=1000; test_subset=null scores every test image")  # fmt: skip
-    load_plugin(opts.module)
+    load_plugin(opts.module, opts.allow_changed_code)
     out = Path(opts.out)
     rows, failures = evaluate_checkpoints(opts, write=lambda rows: write_outputs(rows, out, plot=False))
     if rows:

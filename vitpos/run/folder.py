@@ -52,6 +52,9 @@ def acquire(folder: Path, option: str = "run folder", fix: str = IN_USE_FIX, com
     if holder is not None and holder["pid"] != os.getpid():  # a dead holder on this host: stale, taken over
         if holder.get("host") != socket.gethostname() or process_alive(holder["pid"], holder.get("started")):
             who = f"{holder['pid']} on {holder.get('host', '?')} (started {holder.get('command', 'the same run')})"
+            if holder.get("host") != socket.gethostname():  # a copied folder: only its owner knows the process
+                fix += (f"; a folder copied from {holder.get('host', '?')}: once process {holder['pid']} there has "
+                        f"ended, remove {folder / LOCK}")  # fmt: skip
             raise UserError(option, f"{folder} is in use by process {who}", fix)
     body = {"pid": os.getpid(), "started": start_time(os.getpid()), "host": socket.gethostname(), "command": command}
     return atomic_write_text(folder / LOCK, json.dumps(body) + "\n")

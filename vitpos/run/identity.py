@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from functools import lru_cache
 from pathlib import Path
 
@@ -222,7 +223,8 @@ TEST_SUBSET = 1000
 def next_commands(
     folder: Path, task: str, best: str | Path | None = None, module: str | None = None, test_subset=TEST_SUBSET
 ) -> str:
-    """What to run next to look at the run in ``folder``, printed at the end of training.
+    """What to run next to look at the run in ``folder``, printed at the end of training, each word
+    shell-quoted (a path with a space or a quote pastes as one word).
 
     The tools get ``best`` (the checkpoint ``test/acc`` scored; ``last.ckpt`` may differ) so their numbers
     match the printed ones; a non-default ``test_subset`` is spelled out, though extrapolation reads the run's own."""
@@ -230,15 +232,16 @@ def next_commands(
     ckpt = Path(best) if best else folder / "checkpoints" / "last.ckpt"
     if ckpt.is_absolute() and not folder.is_absolute() and ckpt.is_relative_to(Path.cwd()):
         ckpt = ckpt.relative_to(Path.cwd())  # as the run folder is printed
-    plugin = f" module={module}" if module else ""  # a plug-in: the tools load it only when told
+    q = shlex.quote  # a word per option, quoted where the shell would split it (a path with a space)
+    plugin = f" {q(f'module={module}')}" if module else ""  # a plug-in: the tools load it only when told
     word = "null" if test_subset is None else test_subset
     subset = "" if task == "sequence" or test_subset == TEST_SUBSET else f" test_subset={word}"
     lines = [
         "next:",
-        f"  tensorboard --logdir {runs}",
-        f"  python -m vitpos.compare runs={group} out={group}/report",
-        f"  python -m vitpos.extrapolate ckpt={ckpt}{plugin}{subset} out={folder}/extrapolation",
+        f"  tensorboard --logdir {q(str(runs))}",
+        f"  python -m vitpos.compare {q(f'runs={group}')} {q(f'out={group}/report')}",
+        f"  python -m vitpos.extrapolate {q(f'ckpt={ckpt}')}{plugin}{subset} {q(f'out={folder}/extrapolation')}",
     ]
     if task != "sequence":
-        lines.append(f"  python -m vitpos.viz ckpt={ckpt}{plugin} out={folder}/viz")
+        lines.append(f"  python -m vitpos.viz {q(f'ckpt={ckpt}')}{plugin} {q(f'out={folder}/viz')}")
     return "\n".join(lines)

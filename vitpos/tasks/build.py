@@ -15,9 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 from vitpos.checks.options import check_task
 from vitpos.data import make_datamodule
 from vitpos.encodings import get_encoding_class
-from vitpos.encodings.plugins import load_module
+from vitpos.encodings.plugins import is_missing, load_module
 from vitpos.errors import CheckpointError, UserError
 from vitpos.run.checkpoint import load_checkpoint, task_kind
+from vitpos.run.identity import plugin_source
 
 from .classification import ImageClassifier
 from .sequence import SequenceTask
@@ -40,17 +41,26 @@ def build(cfg: DictConfig | dict, pretrained: bool = True) -> tuple[L.LightningM
     return SequenceTask(plain), datamodule
 
 
-def load_plugin(module: str | None) -> None:
+#: what the tool's command named (:func:`load_plugin`), for :func:`same_code`: one command per process
+_NAMED: dict = {"module": None, "allow_changed_code": False}
+
+
+def load_plugin(module: str | None, allow_changed_code: bool = False) -> None:
     """Import the plug-in encoding a tool's ``module=`` names (the file or module its run was
-    trained with: ``encoding.module=``); a tool never loads one from a path inside a checkpoint."""
+    trained with: ``encoding.module=``); a tool never loads one from a path inside a checkpoint.
+    ``allow_changed_code``: the tool's option to use a plug-in whose source changed since training
+    (:func:`same_code`)."""
+    _NAMED.update(module=module or None, allow_changed_code=bool(allow_changed_code))
     if not module:
         return
     try:
         load_module(module)
-    except ImportError as err:
-        raise UserError(
-            "module", str(err).split(": ", 1)[-1], "give the .py file or module the run trained with"
-        ) from None
+    except Exception as err:  # not found, or the plug-in's own code failed: one line either way
+        if is_missing(err, module):
+            raise UserError("module", str(err), "give the .py file or module the run trained with") from None
+        what = " ".join(str(err).split()) or type(err).__name__
+        raise UserError("module", f"{module} failed to import: {type(err).__name__}: {what}",
+                        "fix the plug-in (or install what it imports), then run again") from None  # fmt: skip
 
 
 def needs_plugin(path, saved: dict) -> None:
@@ -67,6 +77,27 @@ def needs_plugin(path, saved: dict) -> None:
         ) from None
 
 
+def same_code(path, saved: dict) -> None:
+    """Refuse, in one line, a checkpoint whose plug-in encoding's source digest (``run.encoding_source``,
+    recorded at training) differs from the digest of the code loaded now (the tool's ``module=``, else
+    the registered class's module: :func:`vitpos.run.identity.plugin_source`), unless the command says
+    ``allow_changed_code=true``: edited code would be evaluated as if it were the trained one."""
+    recorded = (saved.get("run") or {}).get("encoding_source")
+    if not recorded or _NAMED["allow_changed_code"]:
+        return
+    encoding = {k: v for k, v in (saved.get("encoding") or {}).items() if k != "module"}
+    if _NAMED["module"]:
+        encoding["module"] = _NAMED["module"]
+    now = plugin_source(encoding)
+    if now is not None and now != recorded:
+        given = f"module={_NAMED['module']}" if _NAMED["module"] else "the installed plug-in"
+        raise CheckpointError(
+            f"ckpt={path}: the plug-in encoding {encoding.get('name')!r} trained with source digest {recorded}, "
+            f"{given} has {now} now (its code changed since): give the code it trained with, or "
+            "allow_changed_code=true to use today's"
+        )
+
+
 def from_checkpoint(path: str | Path, overrides: dict | None = None):
     """(module with the checkpoint's weights, its datamodule, the run's config) from a
     vitpos checkpoint, loaded with ``weights_only=True`` (never runs code from the file).
@@ -80,6 +111,7 @@ def from_checkpoint(path: str | Path, overrides: dict | None = None):
         name = "sequence" if task_kind(saved) == "len" else "classification"
         saved["task"] = {**(saved.get("task") or {}), "name": name}
     needs_plugin(path, saved)
+    same_code(path, saved)
     cfg = OmegaConf.create(saved)
     for key, value in (overrides or {}).items():
         OmegaConf.update(cfg, key, value)

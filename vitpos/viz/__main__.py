@@ -62,6 +62,9 @@ class VizOptions:
         "(its encoding.module=); never loaded from the checkpoint",
         metavar="FILE|MODULE",
     )
+    allow_changed_code: bool = option(
+        False, "use a plug-in whose source changed since the run trained (refused by default: its digest differs)"
+    )
     out: str = option("viz", "the folder for the pictures", metavar="DIR")
     n_images: int = option(4, "images in the attention maps")
     blocks: Any = option("all", "blocks shown by the RoPE and bias pictures: all, or a list", metavar="all|[INT,...]",
@@ -84,7 +87,7 @@ def parse_args(argv: list[str] | None) -> VizOptions:
     )
     if (args.ckpt is None) == (args.encoding is None):
         raise UserError("ckpt/encoding", "give exactly one of ckpt=PATH or encoding=NAME", "--help for the usage")
-    load_plugin(args.module)
+    load_plugin(args.module, args.allow_changed_code)
     if args.ckpt is not None:
         args.ckpt = str(newest_checkpoint(args.ckpt, "drawing"))
     return args

@@ -57,6 +57,23 @@ def test_a_users_own_config_folder_trains_through_the_schema(tmp_path):
     assert "val_size: 64" in ran.out and "num_train: 20000" in ran.out
 
 
+def test_a_key_a_data_set_gained_at_null_keeps_its_folder():
+    """shapes gained ``train_subset`` and ``test_subset`` at null (configs/debug/subset.yaml sets them): a shapes
+    run sits in the folder its config named without them, a value moves it; cifar10's file always held them,
+    so there a null still counts, as it always did."""
+    from vitpos.run.identity import identity, run_dir
+
+    cfg = compose_train("data=shapes", "model=vit_micro")
+    assert cfg.data.train_subset is None and cfg.data.test_subset is None
+    older = OmegaConf.to_container(cfg)
+    del older["data"]["train_subset"], older["data"]["test_subset"]
+    assert run_dir(OmegaConf.create(older)) == run_dir(cfg)
+    assert run_dir(compose_train("data=shapes", "model=vit_micro", "data.train_subset=500")) != run_dir(cfg)
+    assert run_dir(compose_train("data=shapes", "model=vit_micro", "debug=subset")).parts[-4] == "debug"
+    cifar = identity({**OmegaConf.to_container(compose_train("data=cifar10")), "run": {"data_fingerprint": "x"}})
+    assert cifar["data"]["train_subset"] is None and cifar["data"]["test_subset"] is None
+
+
 def test_the_sequence_schema_is_the_data_modules_signature():
     """The sequence data sets' schema has the sequence data module's arguments, at its defaults: the module is
     built from the composed section as it stands."""

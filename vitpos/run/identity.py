@@ -28,7 +28,7 @@ from vitpos.checks.options import OPTIONS
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
 from vitpos.encodings.plugins import is_builtin, module_digest, source_digest
-from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
+from vitpos.run.hashed_keys import DATA_SET_KEYS, ENCODING_KEYS, SECTION_KEYS
 from vitpos.runtime import machine_kind, trainer_precision
 from vitpos.sizes import compact
 
@@ -70,7 +70,8 @@ def counts(section: str, key: str, value, values: dict) -> bool:
     """Whether ``section.key = value`` (``values``: the section) is part of the run's identity: not where
     :data:`vitpos.checks.options.OPTIONS` says it does not define the run or its ``as_before`` names the value
     (so older folders are found again); never an encoding's ``module`` (its code counts: :func:`plugin_source`).
-    Other keys: as :mod:`vitpos.run.hashed_keys` and :func:`new_key_matters` say."""
+    Other keys: as :mod:`vitpos.run.hashed_keys` and :func:`new_key_matters` say; a data key at null counts
+    only where that data set's file held it (``DATA_SET_KEYS``: shapes gained ``train_subset`` at null)."""
     spec = OPTIONS.get(f"{section}.{key}")
     if (spec is not None and not spec.defines) or (section, key) == ("encoding", "module"):
         return False
@@ -79,6 +80,8 @@ def counts(section: str, key: str, value, values: dict) -> bool:
     if section == "encoding":
         known = key == "name" or key in ENCODING_KEYS.get(str(values.get("name")), ())
         return known or new_key_matters(values, key, value)
+    if section == "data" and value is None and str(values.get("name")) in DATA_SET_KEYS:
+        return key in DATA_SET_KEYS[str(values.get("name"))]  # a key this data set gained at null: as before
     return key in SECTION_KEYS.get(section, ()) or value is not None
 
 

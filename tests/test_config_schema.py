@@ -10,14 +10,20 @@ from omegaconf import OmegaConf
 
 from vitpos import CONFIG_DIR, config
 
+#: where a group's schema goes in its file: a task's file is a recipe for the whole config (``_global_``)
+PACKAGE = {"task": "task"}
+#: what else the command needs so that only the option's own file sets its section: the image recipe (the
+#: default task) sets its own ``optim.lr``
+ALONE = {"optim": ("task=sequence",)}
+
 
 @pytest.mark.parametrize(("group", "option"), sorted(config.SCHEMAS))
 def test_each_schema_is_what_its_config_file_composes(group, option):
     """The YAML file sets nothing the schema does not define (``defaults`` start from it), and composing the
     option gives exactly the schema's keys, in its order, at its defaults."""
     text = OmegaConf.load(CONFIG_DIR / group / f"{option}.yaml")
-    assert f"/schema/{group}/{option}@_here_" in OmegaConf.to_container(text)["defaults"]
-    composed = OmegaConf.to_container(compose_train(f"{group}={option}")[group])
+    assert f"/schema/{group}/{option}@{PACKAGE.get(group, '_here_')}" in OmegaConf.to_container(text)["defaults"]
+    composed = OmegaConf.to_container(compose_train(f"{group}={option}", *ALONE.get(group, ()))[group])
     assert list(composed) == [f.name for f in dataclasses.fields(config.SCHEMAS[(group, option)])]
     assert composed == config.defaults(config.SCHEMAS[(group, option)])
 
@@ -43,6 +49,66 @@ def test_a_typo_in_a_yaml_file_and_on_the_command_line_are_refused_alike(tmp_pat
     assert "data/myshapes.yaml" in in_file.err and "data.hflip" in in_file.err and "+data" not in in_file.err
     assert "did you mean data.hflip?" in on_line.err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("group", "text", "typo", "meant"),
+    [
+        ("optim", "defaults:\n  - /schema/optim/adamw@_here_\n  - _self_\nmin_lr_ration: 0.1\n",
+         "min_lr_ration", "min_lr_ratio"),
+        ("task", "# @package _global_\ndefaults:\n  - /schema/task/classification@task\n  - _self_\n"
+         "task:\n  lable_smoothing: 0.2\n", "lable_smoothing", "label_smoothing"),
+    ],
+)  # fmt: skip
+def test_a_typo_in_an_optim_or_task_file_is_refused_as_on_the_command_line(group, text, typo, meant, tmp_path):
+    """The optimiser's and the task's files start from their schemas too: a misspelt key in a user's own file
+    and the same key on the command line, exit 2, one line, the same option named; the file's refusal names the
+    file and the valid keys, the command line's the closest key."""
+    (tmp_path / group).mkdir()
+    (tmp_path / group / "mine.yaml").write_text(text)
+    in_file = run_command("train.py", "--config-dir", str(tmp_path), f"{group}=mine", "run.root=runs", cwd=tmp_path)
+    on_line = run_command("train.py", f"{group}.{typo}=0.1", "run.root=runs", cwd=tmp_path)
+    for ran in (in_file, on_line):
+        assert ran.code == 2, ran.err
+        (line,) = ran.err.strip().splitlines()
+        assert line.startswith(f"error: {group}.{typo}: no such option")
+    assert f"{group}/mine.yaml" in in_file.err and f"{group}.{meant}," in in_file.err
+    assert f"did you mean {group}.{meant}?" in on_line.err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_schedule_ends_where_every_committed_run_ended():
+    """``optim.min_lr_ratio`` has one default, the one every committed run trained with (0.01, not the 0.0
+    the optimiser code once fell back to), and a config without the key is completed with it."""
+    import yaml
+    from test_snapshot import SNAPSHOT_RUNS
+
+    from vitpos.config.optim import AdamW
+    from vitpos.config.saved import complete
+
+    ended = {yaml.safe_load(p.read_text())["cfg"]["optim"]["min_lr_ratio"] for p in SNAPSHOT_RUNS}
+    assert ended == {AdamW.min_lr_ratio} == {0.01}
+    assert compose_train("task=sequence").optim.min_lr_ratio == 0.01
+    assert complete({"optim": {"lr": 1e-3}}, image=False)["optim"]["min_lr_ratio"] == 0.01
+
+
+def test_a_saved_config_without_the_recipes_keys_builds_the_module_it_trained():
+    """A checkpoint saved before the EMA and the flip test existed has neither key: its module is built
+    without them (its weights hold no EMA copy), while a composed config gets today's recipe."""
+    from vitpos.tasks.classification import ImageClassifier
+
+    older = {
+        "data": {"name": "cifar10", "img_size": 16, "num_classes": 10, "hflip": True},
+        "model": {"patch_size": 4, "dim": 32, "depth": 1, "num_heads": 2},
+        "encoding": {"name": "learned_1d"},
+        "optim": {"lr": 1e-3, "weight_decay": 0.05},
+        "task": {"name": "classification", "label_smoothing": 0.1},
+    }
+    module = ImageClassifier(older)
+    assert module.ema is None and module.test_acc_flip is None and module.label_smoothing == 0.1
+    assert not any(key.startswith("ema.") for key in module.state_dict())
+    recipe = ImageClassifier({**older, "task": OmegaConf.to_container(compose_train().task)})
+    assert recipe.ema is not None and recipe.test_acc_flip is not None
 
 
 def test_a_users_own_config_folder_trains_through_the_schema(tmp_path):

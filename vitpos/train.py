@@ -95,8 +95,8 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
         )
         last = LastCheckpoint(out / "checkpoints" / "last.ckpt")
         callbacks += [checkpoint, last]
-    if cfg.task.get("pictures", True):
-        callbacks.append(PicturesCallback(cfg.task.get("pictures_every_n_epochs", 0)))
+    if cfg.task.pictures:
+        callbacks.append(PicturesCallback(cfg.task.pictures_every_n_epochs))
     trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
     trainer_opts["precision"] = trainer_precision(trainer_opts)  # auto: bf16-mixed where native (vitpos/runtime.py)
     if no_gpu := device_line(trainer_opts["precision"]):  # without a GPU: one line for Lightning's GPU/TPU lines

@@ -20,13 +20,16 @@ from conftest import ROOT
 
 from vitpos import config
 
-#: the groups whose keys are held (each has a schema in vitpos/config)
-GROUPS = ("optim", "task")
+#: the groups whose keys are held: every group with a schema in vitpos/config
+GROUPS = sorted({group for group, _ in config.SCHEMAS})
 #: the config's sections: a read from a mapping named after one that is not typed (``run``) is that section's
 SECTIONS = ("data", "model", "encoding", "optim", "task", "trainer", "eval", "run", "hydra", "logger")
 #: (file, key) -> why that fallback is not one of a typed key's
 ALLOWED: dict[tuple[str, str], str] = {
-    ("vitpos/data/options.py", "name"): "the image data module's own argument (its data set), not task.name",
+    ("vitpos/data/options.py", "name"): "ImageDataModule() without a name is CIFAR-10: the module's argument",
+    ("vitpos/tasks/build.py", "seed"): "the run's own top-level seed (no group), not a sequence data set's seed",
+    ("vitpos/compare/protocol.py", "name"): "a report shows any saved run config, one without data.name as '?'",
+    ("vitpos/viz/__main__.py", "img_size"): "viz of a fresh model has no data config: random images at 32 px",
 }
 
 
@@ -100,4 +103,4 @@ def test_the_scan_finds_each_kind_of_fallback():
     expected = [(1, "min_lr_ratio"), (2, "ema_decay"), (3, "flip_tta"), (4, "mixup")]
     assert [(line, key) for line, key, _ in found] == expected
     assert all(held(key, mapping) for _, key, mapping in found)
-    assert not held("lr", "cfg.run") and held("lr", "cfg.optim") and not held("nosuch", "cfg")
+    assert not held("root", "cfg.run") and held("root", "cfg.data") and not held("nosuch", "cfg")

@@ -94,7 +94,7 @@ def check_network(c: dict, image: bool, name: str, options: dict) -> None:
         sizes = (int(data.get("num_classes") or 10),)  # (classes,) or (classes, vocabulary)
         example = torch.zeros(1, 3, *as_hw(data["img_size"], "data.img_size"))  # (1, C, H, W)
     else:
-        sizes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))[::-1]
+        sizes = task_sizes(data["task"], data["vocab_size"], data["probe_classes"])[::-1]
         example = torch.zeros(1, data["train_len"], dtype=torch.long)  # (1, N) tokens
     check_model_memory(c, lambda blocks: network({**c, "model": {**m, "depth": blocks}}, *sizes))
     with torch.no_grad():

@@ -4,6 +4,8 @@ A checkpoint keeps its run's config as it was composed then: one saved before a 
 module built in code (a notebook, a test) may give only the keys it changes. Both are filled here, so the task
 modules read every key as it stands and no literal default lives beside the code that uses it:
 
+- ``data``: its data set's defaults (:mod:`vitpos.config.data`; a config without ``data.name``: the task's first
+  data set, CIFAR-10 or the copy task, as the data modules take it).
 - ``optim``: the schema's defaults (:class:`vitpos.config.optim.AdamW`); a composed run always has every key.
 - ``task`` of an image classifier: what a config without the key trained with (:data:`IMAGE_TASK_BEFORE`), which
   is not always today's recipe: a checkpoint saved before the EMA existed has no EMA weights to load.
@@ -11,7 +13,7 @@ modules read every key as it stands and no literal default lives beside the code
 
 from __future__ import annotations
 
-from vitpos.config import defaults
+from vitpos.config import SCHEMAS, defaults
 from vitpos.config.optim import AdamW
 from vitpos.config.task import ClassificationTask
 
@@ -30,11 +32,18 @@ IMAGE_TASK_BEFORE = {
 }
 
 
+#: the data set a module config without ``data.name`` describes, per task (image or not)
+FIRST_DATA_SET = {True: "cifar10", False: "seq_copy"}
+
+
 def complete(cfg: dict, image: bool) -> dict:
-    """``cfg`` (a plain config) with ``optim`` and, for an image classifier (``image``), ``task`` holding every
-    key: those it has as they are, the others as the module docstring says. ``cfg`` itself is not changed."""
+    """``cfg`` (a plain config) with ``data``, ``optim`` and, for an image classifier (``image``), ``task``
+    holding every key: those it has as they are, the others as the module docstring says. ``cfg`` itself is
+    not changed. A data set with no schema (a name the config check refuses) keeps only its own keys."""
+    data = cfg.get("data") or {}
+    schema = SCHEMAS.get(("data", str(data.get("name") or FIRST_DATA_SET[image])))
     optim = {**defaults(AdamW), **(cfg.get("optim") or {})}
-    out = {**cfg, "optim": optim}
+    out = {**cfg, "data": {**(defaults(schema) if schema else {}), **data}, "optim": optim}
     if image:
         out["task"] = {**IMAGE_TASK_BEFORE, **(cfg.get("task") or {})}
     return out

@@ -54,7 +54,7 @@ class ImageClassifier(TaskModule):
         # task.flip_tta: the test set scored again with horizontal-flip test-time augmentation (the
         # softmax of each image and its mirror averaged), as test/acc_flip; test/acc stays the plain score.
         # Only where training flips (data.hflip): labels that change under mirroring (shapes) are not.
-        flip_tta = task["flip_tta"] and data.get("hflip", True)
+        flip_tta = task["flip_tta"] and data["hflip"]
         self.test_acc_flip = accuracy(data["num_classes"], None) if flip_tta else None
         self.test_predictions: list[tuple[torch.Tensor, torch.Tensor]] = []  # (predicted, true) per test batch
         self.label_smoothing = task["label_smoothing"]

@@ -58,12 +58,13 @@ def test_a_typo_in_a_yaml_file_and_on_the_command_line_are_refused_alike(tmp_pat
          "min_lr_ration", "min_lr_ratio"),
         ("task", "# @package _global_\ndefaults:\n  - /schema/task/classification@task\n  - _self_\n"
          "task:\n  lable_smoothing: 0.2\n", "lable_smoothing", "label_smoothing"),
+        ("model", "defaults:\n  - /schema/model/vit_micro@_here_\n  - _self_\nnum_head: 2\n", "num_head", "num_heads"),
     ],
 )  # fmt: skip
-def test_a_typo_in_an_optim_or_task_file_is_refused_as_on_the_command_line(group, text, typo, meant, tmp_path):
-    """The optimiser's and the task's files start from their schemas too: a misspelt key in a user's own file
-    and the same key on the command line, exit 2, one line, the same option named; the file's refusal names the
-    file and the valid keys, the command line's the closest key."""
+def test_a_typo_in_a_model_optim_or_task_file_is_refused_as_on_the_command_line(group, text, typo, meant, tmp_path):
+    """The model's, the optimiser's and the task's files start from their schemas too: a misspelt key in a
+    user's own file and the same key on the command line, exit 2, one line, the same option named; the file's
+    refusal names the file and the valid keys, the command line's the closest key."""
     (tmp_path / group).mkdir()
     (tmp_path / group / "mine.yaml").write_text(text)
     in_file = run_command("train.py", "--config-dir", str(tmp_path), f"{group}=mine", "run.root=runs", cwd=tmp_path)

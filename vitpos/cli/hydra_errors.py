@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
-from omegaconf.errors import ConfigKeyError, ValidationError
+from omegaconf.errors import ConfigKeyError, ConfigTypeError, ValidationError
 
 from vitpos.checks.options import check_launcher
 from vitpos.config import SCHEMAS, defaults, schema_option
@@ -41,6 +41,10 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
     in_file = _unknown_file_key(err, words)
     if in_file is not None:
         return in_file
+    deleted = _cause(err, lambda e: isinstance(e, ConfigTypeError) and "does not support deletion" in str(e))
+    if deleted is not None and getattr(deleted, "full_key", None):  # ~model.patch_size: a typed group's option
+        key = str(deleted.full_key)
+        return UserError(key, "an option of its group cannot be deleted", f"give it a value instead: {key}=...")
     typed = _cause(err, lambda e: isinstance(e, ValidationError))
     if typed is not None and getattr(typed, "full_key", None):
         return _wrong_type(str(typed.full_key), typed, words)

@@ -21,6 +21,7 @@ from hydra.core.config_store import ConfigStore
 from vitpos import CONFIG_DIR
 from vitpos.config.data import Cifar10Data, SeqCopyData, SeqProbeData, SeqReverseData, ShapesData
 from vitpos.config.encodings import files_missing
+from vitpos.config.model import SeqSmall, TimmModel, VitCpu, VitCpuP2, VitMicro, VitSmall, VitTiny
 from vitpos.config.optim import AdamW
 from vitpos.config.task import ClassificationTask, SequenceTask
 
@@ -31,6 +32,13 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("data", "seq_copy"): SeqCopyData,
     ("data", "seq_reverse"): SeqReverseData,
     ("data", "seq_probe"): SeqProbeData,
+    ("model", "vit_micro"): VitMicro,
+    ("model", "vit_cpu"): VitCpu,
+    ("model", "vit_cpu_p2"): VitCpuP2,
+    ("model", "vit_tiny"): VitTiny,
+    ("model", "vit_small"): VitSmall,
+    ("model", "seq_small"): SeqSmall,
+    ("model", "timm"): TimmModel,
     ("optim", "adamw"): AdamW,
     ("task", "classification"): ClassificationTask,
     ("task", "sequence"): SequenceTask,

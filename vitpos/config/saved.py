@@ -6,6 +6,8 @@ modules read every key as it stands and no literal default lives beside the code
 
 - ``data``: its data set's defaults (:mod:`vitpos.config.data`; a config without ``data.name``: the task's first
   data set, CIFAR-10 or the copy task, as the data modules take it).
+- ``model``: ``compile`` off (eager, as a config without the key ran); its other keys are the network's
+  arguments, whose defaults are the network's own.
 - ``optim``: the schema's defaults (:class:`vitpos.config.optim.AdamW`); a composed run always has every key.
 - ``task`` of an image classifier: what a config without the key trained with (:data:`IMAGE_TASK_BEFORE`), which
   is not always today's recipe: a checkpoint saved before the EMA existed has no EMA weights to load.
@@ -37,13 +39,14 @@ FIRST_DATA_SET = {True: "cifar10", False: "seq_copy"}
 
 
 def complete(cfg: dict, image: bool) -> dict:
-    """``cfg`` (a plain config) with ``data``, ``optim`` and, for an image classifier (``image``), ``task``
-    holding every key: those it has as they are, the others as the module docstring says. ``cfg`` itself is
-    not changed. A data set with no schema (a name the config check refuses) keeps only its own keys."""
+    """``cfg`` (a plain config) with ``data``, ``model.compile``, ``optim`` and, for an image classifier
+    (``image``), ``task`` holding every key: those it has as they are, the others as the module docstring says.
+    ``cfg`` itself is not changed. A data set with no schema (a name the config check refuses) keeps its own."""
     data = cfg.get("data") or {}
     schema = SCHEMAS.get(("data", str(data.get("name") or FIRST_DATA_SET[image])))
     optim = {**defaults(AdamW), **(cfg.get("optim") or {})}
-    out = {**cfg, "data": {**(defaults(schema) if schema else {}), **data}, "optim": optim}
+    model = {"compile": False, **(cfg.get("model") or {})}
+    out = {**cfg, "data": {**(defaults(schema) if schema else {}), **data}, "model": model, "optim": optim}
     if image:
         out["task"] = {**IMAGE_TASK_BEFORE, **(cfg.get("task") or {})}
     return out

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from vitpos import CONFIG_DIR
 from vitpos.checks.options import OPTIONS
+from vitpos.config import SCHEMAS, defaults
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
 from vitpos.encodings.plugins import is_builtin, module_digest, source_digest
@@ -203,12 +203,13 @@ def run_label(cfg: DictConfig) -> str:
 
 
 def model_name(cfg: DictConfig) -> str:
-    """``run.model`` (set by ``train.py``), else the configs/model file equal to ``cfg.model``, else ``custom``."""
+    """``run.model`` (set by ``train.py``), else the model option whose schema (:mod:`vitpos.config.model`) has
+    ``cfg.model``'s values, else ``custom``."""
     if cfg.run.get("model"):
         return str(cfg.run.model)
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    configs = sorted((CONFIG_DIR / "model").glob("*.yaml"))
-    return next((path.stem for path in configs if OmegaConf.to_container(OmegaConf.load(path)) == model), "custom")
+    options = sorted((option, schema) for (group, option), schema in SCHEMAS.items() if group == "model")
+    return next((option for option, schema in options if defaults(schema) == model), "custom")
 
 
 def run_dir(cfg: DictConfig) -> Path:

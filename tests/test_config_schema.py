@@ -11,7 +11,9 @@ from omegaconf import OmegaConf
 from vitpos import CONFIG_DIR, config
 
 #: where a group's schema goes in its file: a task's file is a recipe for the whole config (``_global_``)
-PACKAGE = {"task": "task"}
+PACKAGE = {"task": "task", "eval": "eval"}
+#: schemas with no file of their own: the task recipe that places each
+PLACED_BY = {("eval", "image"): ("task", "classification"), ("eval", "sequence"): ("task", "sequence")}
 #: what else the command needs so that only the option's own file sets its section: the image recipe (the
 #: default task) sets its own ``optim.lr``
 ALONE = {"optim": ("task=sequence",)}
@@ -21,9 +23,10 @@ ALONE = {"optim": ("task=sequence",)}
 def test_each_schema_is_what_its_config_file_composes(group, option):
     """The YAML file sets nothing the schema does not define (``defaults`` start from it), and composing the
     option gives exactly the schema's keys, in its order, at its defaults."""
-    text = OmegaConf.load(CONFIG_DIR / group / f"{option}.yaml")
+    file_group, file_option = PLACED_BY.get((group, option), (group, option))
+    text = OmegaConf.load(CONFIG_DIR / file_group / f"{file_option}.yaml")
     assert f"/schema/{group}/{option}@{PACKAGE.get(group, '_here_')}" in OmegaConf.to_container(text)["defaults"]
-    composed = OmegaConf.to_container(compose_train(f"{group}={option}", *ALONE.get(group, ()))[group])
+    composed = OmegaConf.to_container(compose_train(f"{file_group}={file_option}", *ALONE.get(group, ()))[group])
     assert list(composed) == [f.name for f in dataclasses.fields(config.SCHEMAS[(group, option)])]
     assert composed == config.defaults(config.SCHEMAS[(group, option)])
 
@@ -59,21 +62,25 @@ def test_a_typo_in_a_yaml_file_and_on_the_command_line_are_refused_alike(tmp_pat
         ("task", "# @package _global_\ndefaults:\n  - /schema/task/classification@task\n  - _self_\n"
          "task:\n  lable_smoothing: 0.2\n", "lable_smoothing", "label_smoothing"),
         ("model", "defaults:\n  - /schema/model/vit_micro@_here_\n  - _self_\nnum_head: 2\n", "num_head", "num_heads"),
+        ("eval", "# @package _global_\ndefaults:\n  - /schema/task/classification@task\n  - /schema/eval/image@eval\n"
+         "  - _self_\neval:\n  test_subsets: 10\n", "test_subsets", "test_subset"),
     ],
 )  # fmt: skip
-def test_a_typo_in_a_model_optim_or_task_file_is_refused_as_on_the_command_line(group, text, typo, meant, tmp_path):
-    """The model's, the optimiser's and the task's files start from their schemas too: a misspelt key in a
-    user's own file and the same key on the command line, exit 2, one line, the same option named; the file's
-    refusal names the file and the valid keys, the command line's the closest key."""
-    (tmp_path / group).mkdir()
-    (tmp_path / group / "mine.yaml").write_text(text)
-    in_file = run_command("train.py", "--config-dir", str(tmp_path), f"{group}=mine", "run.root=runs", cwd=tmp_path)
+def test_a_typo_in_a_typed_groups_file_is_refused_as_on_the_command_line(group, text, typo, meant, tmp_path):
+    """The model's, the optimiser's and the task's files (and the evaluation a task's recipe places) start
+    from their schemas too: a misspelt key in a user's own file and the same key on the command line, exit 2,
+    one line, the same option named; the file's refusal names the file and the valid keys, the command line's
+    the closest key."""
+    folder = {"eval": "task"}.get(group, group)  # eval's schema is placed by a task's recipe
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "mine.yaml").write_text(text)
+    in_file = run_command("train.py", "--config-dir", str(tmp_path), f"{folder}=mine", "run.root=runs", cwd=tmp_path)
     on_line = run_command("train.py", f"{group}.{typo}=0.1", "run.root=runs", cwd=tmp_path)
     for ran in (in_file, on_line):
         assert ran.code == 2, ran.err
         (line,) = ran.err.strip().splitlines()
         assert line.startswith(f"error: {group}.{typo}: no such option")
-    assert f"{group}/mine.yaml" in in_file.err and f"{group}.{meant}," in in_file.err
+    assert f"{folder}/mine.yaml" in in_file.err and f"{group}.{meant}" in in_file.err
     assert f"did you mean {group}.{meant}?" in on_line.err
     assert not (tmp_path / "runs").exists()
 

@@ -21,6 +21,7 @@ from hydra.core.config_store import ConfigStore
 from vitpos import CONFIG_DIR
 from vitpos.config.data import Cifar10Data, SeqCopyData, SeqProbeData, SeqReverseData, ShapesData
 from vitpos.config.encodings import files_missing
+from vitpos.config.eval import ImageEval, SequenceEval
 from vitpos.config.model import SeqSmall, TimmModel, VitCpu, VitCpuP2, VitMicro, VitSmall, VitTiny
 from vitpos.config.optim import AdamW
 from vitpos.config.task import ClassificationTask, SequenceTask
@@ -40,6 +41,8 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("model", "seq_small"): SeqSmall,
     ("model", "timm"): TimmModel,
     ("optim", "adamw"): AdamW,
+    ("eval", "image"): ImageEval,  # no group: a task's recipe places it at ``eval``
+    ("eval", "sequence"): SequenceEval,
     ("task", "classification"): ClassificationTask,
     ("task", "sequence"): SequenceTask,
 }

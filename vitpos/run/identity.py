@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from vitpos.checks.options import OPTIONS
 from vitpos.config import SCHEMAS, defaults
+from vitpos.config.eval import ImageEval
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
 from vitpos.encodings.plugins import is_builtin, module_digest, source_digest
@@ -218,8 +219,8 @@ def run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run.root) / str(cfg.run.group) / model_name(cfg) / name / f"seed{cfg.seed}"
 
 
-#: ``eval.test_subset`` in configs/task/classification.yaml; :func:`next_commands` names any other value
-TEST_SUBSET = 1000
+#: ``eval.test_subset``'s default (:class:`vitpos.config.eval.ImageEval`); :func:`next_commands` names any other
+TEST_SUBSET = ImageEval.test_subset
 
 
 def next_commands(

@@ -14,21 +14,21 @@ from vitpos import CONFIG_DIR, config
 PACKAGE = {"task": "task", "eval": "eval"}
 #: schemas with no file of their own: the task recipe that places each
 PLACED_BY = {("eval", "image"): ("task", "classification"), ("eval", "sequence"): ("task", "sequence")}
-#: what else the command needs so that only the option's own file sets its section: the image recipe (the
-#: default task) sets its own ``optim.lr``
-ALONE = {"optim": ("task=sequence",)}
 
 
 @pytest.mark.parametrize(("group", "option"), sorted(config.SCHEMAS))
 def test_each_schema_is_what_its_config_file_composes(group, option):
     """The YAML file sets nothing the schema does not define (``defaults`` start from it), and composing the
-    option gives exactly the schema's keys, in its order, at its defaults."""
+    option gives exactly the schema's keys, in its order, at its defaults but for what the task's recipe sets
+    (the image recipe's ``optim.lr``, each recipe's ``trainer.max_epochs``)."""
     file_group, file_option = PLACED_BY.get((group, option), (group, option))
     text = OmegaConf.load(CONFIG_DIR / file_group / f"{file_option}.yaml")
     assert f"/schema/{group}/{option}@{PACKAGE.get(group, '_here_')}" in OmegaConf.to_container(text)["defaults"]
-    composed = OmegaConf.to_container(compose_train(f"{file_group}={file_option}", *ALONE.get(group, ()))[group])
+    composed = OmegaConf.to_container(compose_train(f"{file_group}={file_option}")[group])
     assert list(composed) == [f.name for f in dataclasses.fields(config.SCHEMAS[(group, option)])]
-    assert composed == config.defaults(config.SCHEMAS[(group, option)])
+    task = file_option if file_group == "task" else "classification"  # the recipe composed along
+    recipe = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "task" / f"{task}.yaml"))
+    assert composed == {**config.defaults(config.SCHEMAS[(group, option)]), **recipe.get(group, {})}
 
 
 def test_the_repository_configs_are_the_package_configs():

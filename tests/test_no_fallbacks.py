@@ -30,6 +30,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("vitpos/tasks/build.py", "seed"): "the run's own top-level seed (no group), not a sequence data set's seed",
     ("vitpos/compare/protocol.py", "name"): "a report shows any saved run config, one without data.name as '?'",
     ("vitpos/viz/__main__.py", "img_size"): "viz of a fresh model has no data config: random images at 32 px",
+    ("vitpos/callbacks.py", "fast_dev_run"): "Lightning's Trainer object, not the config",
+    ("vitpos/data/images.py", "max_epochs"): "Lightning's Trainer object (none when no trainer drives the module)",
+    ("vitpos/runtime.py", "precision"): "a helper on any trainer mapping, a saved run's or a tool's own",
+    ("vitpos/runtime.py", "accelerator"): "a helper on any trainer mapping, a saved run's or a tool's own",
+    ("vitpos/run/identity.py", "accelerator"): "records the machine of any config a tool names a folder for",
+    ("vitpos/benchmark/plan.py", "accelerator"): "the benchmark's plan of a sweep job's config, planned before any",
 }
 
 

@@ -67,7 +67,7 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
 
 def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     """:func:`train` inside its claimed run folder ``out``."""
-    fast = bool(cfg.trainer.get("fast_dev_run", False))
+    fast = bool(cfg.trainer.fast_dev_run)
     done = None if fast else finished_run(cfg, out)
     if done is not None:
         print(format_metrics(done, out) + "\n(finished earlier: stored metrics from metrics.json; nothing trained)")
@@ -81,7 +81,7 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     logger_opts = OmegaConf.to_container(cfg.logger, resolve=True)
     logger = RunLogger(save_dir=str(out.parent.parent), name=out.parent.name, version=out.name, **logger_opts)
     timer = Timer()  # fit wall time, kept in last.ckpt: a resumed run adds to what the checkpoint says
-    guard = DivergenceGuard(divergence_hint(cfg), int(cfg.trainer.get("log_every_n_steps", 20) or 20))
+    guard = DivergenceGuard(divergence_hint(cfg), int(cfg.trainer.log_every_n_steps or 20))
     callbacks = [LearningRateMonitor(logging_interval="step"), timer, EpochSeed(cfg.seed), guard]  # seed: exact resume
     checkpoint = last = None
     if not fast:  # best by val/acc; save_last=False: LastCheckpoint writes last.ckpt every epoch, not on improvement
@@ -104,7 +104,7 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     trainer_opts["use_distributed_sampler"] = False  # the datamodules shard DDP evaluation unpadded: exact metrics
     trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
     name = f"{run_label(cfg)}/seed{cfg.seed}"  # sweeps: one line per epoch instead of a bar
-    callbacks.append(progress_bar(name) if trainer_opts.get("enable_progress_bar", True) else EpochLine(name))
+    callbacks.append(progress_bar(name) if trainer_opts["enable_progress_bar"] else EpochLine(name))
     if not trainer_opts.setdefault("enable_model_summary", False):
         log.info(summary_line(module))  # one line instead of Lightning's table
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)

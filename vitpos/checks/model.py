@@ -119,7 +119,7 @@ def check_model_memory(c: dict, build) -> None:
         params = one + (int(c["model"]["depth"]) - 1) * (two - one)
     except Exception:  # noqa: BLE001 (a constructor that needs real values: the real build says what is wrong)
         return
-    gpu = uses_cuda(c["trainer"].get("accelerator", "auto"))
+    gpu = uses_cuda(c["trainer"]["accelerator"])
     per_param = 4 if gpu else 16 + 4 * bool((c.get("task") or {}).get("ema_decay"))
     need, free = params * per_param, available_memory()
     if need > MEMORY_FRACTION * free:

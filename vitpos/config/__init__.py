@@ -25,6 +25,7 @@ from vitpos.config.eval import ImageEval, SequenceEval
 from vitpos.config.model import SeqSmall, TimmModel, VitCpu, VitCpuP2, VitMicro, VitSmall, VitTiny
 from vitpos.config.optim import AdamW
 from vitpos.config.task import ClassificationTask, SequenceTask
+from vitpos.config.trainer import DdpTrainer, DefaultTrainer, GpuTrainer
 
 #: (group, option) -> its schema: ``configs/<group>/<option>.yaml`` starts from it
 SCHEMAS: dict[tuple[str, str], type] = {
@@ -41,6 +42,9 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("model", "seq_small"): SeqSmall,
     ("model", "timm"): TimmModel,
     ("optim", "adamw"): AdamW,
+    ("trainer", "default"): DefaultTrainer,
+    ("trainer", "gpu"): GpuTrainer,
+    ("trainer", "ddp"): DdpTrainer,
     ("eval", "image"): ImageEval,  # no group: a task's recipe places it at ``eval``
     ("eval", "sequence"): SequenceEval,
     ("task", "classification"): ClassificationTask,

@@ -62,6 +62,8 @@ def test_a_typo_in_a_yaml_file_and_on_the_command_line_are_refused_alike(tmp_pat
         ("task", "# @package _global_\ndefaults:\n  - /schema/task/classification@task\n  - _self_\n"
          "task:\n  lable_smoothing: 0.2\n", "lable_smoothing", "label_smoothing"),
         ("model", "defaults:\n  - /schema/model/vit_micro@_here_\n  - _self_\nnum_head: 2\n", "num_head", "num_heads"),
+        ("trainer", "defaults:\n  - /schema/trainer/default@_here_\n  - _self_\nmax_epoch: 2\n", "max_epoch",
+         "max_epochs"),
         ("eval", "# @package _global_\ndefaults:\n  - /schema/task/classification@task\n  - /schema/eval/image@eval\n"
          "  - _self_\neval:\n  test_subsets: 10\n", "test_subsets", "test_subset"),
     ],

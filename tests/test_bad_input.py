@@ -99,7 +99,7 @@ TRAIN_CASES = [
     ("task-name-other-task", ["task.name=sequence"], "data.task: missing, and the sequence task needs it"),
     ("model-of-other-task", ["model=seq_small"], "model.patch_size: missing, and the image task needs it"),
     ("data-of-other-task", [*SEQ, "data=shapes"], "data.task: missing, and the sequence task needs it"),
-    ("option-deleted", ["~model.patch_size"], "model.patch_size: missing"),
+    ("option-deleted", ["~model.patch_size"], "model.patch_size: an option of its group cannot be deleted"),
     ("option-delete-missing", ["~data.nosuch"], "data.nosuch: not in the config: nothing to delete"),
     (
         "option-append-existing",

@@ -10,16 +10,25 @@ from omegaconf import OmegaConf
 
 from vitpos import CONFIG_DIR, config
 
+#: where a group's schema goes in its file: a task's file is a recipe for the whole config (``_global_``)
+PACKAGE = {"task": "task", "eval": "eval"}
+#: schemas with no file of their own: the task recipe that places each
+PLACED_BY = {("eval", "image"): ("task", "classification"), ("eval", "sequence"): ("task", "sequence")}
+
 
 @pytest.mark.parametrize(("group", "option"), sorted(config.SCHEMAS))
 def test_each_schema_is_what_its_config_file_composes(group, option):
     """The YAML file sets nothing the schema does not define (``defaults`` start from it), and composing the
-    option gives exactly the schema's keys, in its order, at its defaults."""
-    text = OmegaConf.load(CONFIG_DIR / group / f"{option}.yaml")
-    assert f"/schema/{group}/{option}@_here_" in OmegaConf.to_container(text)["defaults"]
-    composed = OmegaConf.to_container(compose_train(f"{group}={option}")[group])
+    option gives exactly the schema's keys, in its order, at its defaults but for what the task's recipe sets
+    (the image recipe's ``optim.lr``, each recipe's ``trainer.max_epochs``)."""
+    file_group, file_option = PLACED_BY.get((group, option), (group, option))
+    text = OmegaConf.load(CONFIG_DIR / file_group / f"{file_option}.yaml")
+    assert f"/schema/{group}/{option}@{PACKAGE.get(group, '_here_')}" in OmegaConf.to_container(text)["defaults"]
+    composed = OmegaConf.to_container(compose_train(f"{file_group}={file_option}")[group])
     assert list(composed) == [f.name for f in dataclasses.fields(config.SCHEMAS[(group, option)])]
-    assert composed == config.defaults(config.SCHEMAS[(group, option)])
+    task = file_option if file_group == "task" else "classification"  # the recipe composed along
+    recipe = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "task" / f"{task}.yaml"))
+    assert composed == {**config.defaults(config.SCHEMAS[(group, option)]), **recipe.get(group, {})}
 
 
 def test_the_repository_configs_are_the_package_configs():
@@ -45,6 +54,73 @@ def test_a_typo_in_a_yaml_file_and_on_the_command_line_are_refused_alike(tmp_pat
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    ("group", "text", "typo", "meant"),
+    [
+        ("optim", "defaults:\n  - /schema/optim/adamw@_here_\n  - _self_\nmin_lr_ration: 0.1\n",
+         "min_lr_ration", "min_lr_ratio"),
+        ("task", "# @package _global_\ndefaults:\n  - /schema/task/classification@task\n  - _self_\n"
+         "task:\n  lable_smoothing: 0.2\n", "lable_smoothing", "label_smoothing"),
+        ("model", "defaults:\n  - /schema/model/vit_micro@_here_\n  - _self_\nnum_head: 2\n", "num_head", "num_heads"),
+        ("trainer", "defaults:\n  - /schema/trainer/default@_here_\n  - _self_\nmax_epoch: 2\n", "max_epoch",
+         "max_epochs"),
+        ("eval", "# @package _global_\ndefaults:\n  - /schema/task/classification@task\n  - /schema/eval/image@eval\n"
+         "  - _self_\neval:\n  test_subsets: 10\n", "test_subsets", "test_subset"),
+    ],
+)  # fmt: skip
+def test_a_typo_in_a_typed_groups_file_is_refused_as_on_the_command_line(group, text, typo, meant, tmp_path):
+    """The model's, the optimiser's and the task's files (and the evaluation a task's recipe places) start
+    from their schemas too: a misspelt key in a user's own file and the same key on the command line, exit 2,
+    one line, the same option named; the file's refusal names the file and the valid keys, the command line's
+    the closest key."""
+    folder = {"eval": "task"}.get(group, group)  # eval's schema is placed by a task's recipe
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "mine.yaml").write_text(text)
+    in_file = run_command("train.py", "--config-dir", str(tmp_path), f"{folder}=mine", "run.root=runs", cwd=tmp_path)
+    on_line = run_command("train.py", f"{group}.{typo}=0.1", "run.root=runs", cwd=tmp_path)
+    for ran in (in_file, on_line):
+        assert ran.code == 2, ran.err
+        (line,) = ran.err.strip().splitlines()
+        assert line.startswith(f"error: {group}.{typo}: no such option")
+    assert f"{folder}/mine.yaml" in in_file.err and f"{group}.{meant}" in in_file.err
+    assert f"did you mean {group}.{meant}?" in on_line.err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_schedule_ends_where_every_committed_run_ended():
+    """``optim.min_lr_ratio`` has one default, the one every committed run trained with (0.01, not the 0.0
+    the optimiser code once fell back to), and a config without the key is completed with it."""
+    import yaml
+    from test_snapshot import SNAPSHOT_RUNS
+
+    from vitpos.config.optim import AdamW
+    from vitpos.config.saved import complete
+
+    ended = {yaml.safe_load(p.read_text())["cfg"]["optim"]["min_lr_ratio"] for p in SNAPSHOT_RUNS}
+    assert ended == {AdamW.min_lr_ratio} == {0.01}
+    assert compose_train("task=sequence").optim.min_lr_ratio == 0.01
+    assert complete({"optim": {"lr": 1e-3}}, image=False)["optim"]["min_lr_ratio"] == 0.01
+
+
+def test_a_saved_config_without_the_recipes_keys_builds_the_module_it_trained():
+    """A checkpoint saved before the EMA and the flip test existed has neither key: its module is built
+    without them (its weights hold no EMA copy), while a composed config gets today's recipe."""
+    from vitpos.tasks.classification import ImageClassifier
+
+    older = {
+        "data": {"name": "cifar10", "img_size": 16, "num_classes": 10, "hflip": True},
+        "model": {"patch_size": 4, "dim": 32, "depth": 1, "num_heads": 2},
+        "encoding": {"name": "learned_1d"},
+        "optim": {"lr": 1e-3, "weight_decay": 0.05},
+        "task": {"name": "classification", "label_smoothing": 0.1},
+    }
+    module = ImageClassifier(older)
+    assert module.ema is None and module.test_acc_flip is None and module.label_smoothing == 0.1
+    assert not any(key.startswith("ema.") for key in module.state_dict())
+    recipe = ImageClassifier({**older, "task": OmegaConf.to_container(compose_train().task)})
+    assert recipe.ema is not None and recipe.test_acc_flip is not None
+
+
 def test_a_users_own_config_folder_trains_through_the_schema(tmp_path):
     """``--config-dir`` adds the user's own group options: one that sets a known key composes, and its value
     reaches the config the run would train (the check passes: nothing but the typo above is refused)."""
@@ -55,6 +131,23 @@ def test_a_users_own_config_folder_trains_through_the_schema(tmp_path):
     ran = run_command("train.py", "--config-dir", str(tmp_path), "data=small", "--cfg", "job", cwd=tmp_path)
     assert ran.code == 0, ran.err
     assert "val_size: 64" in ran.out and "num_train: 20000" in ran.out
+
+
+def test_a_key_a_data_set_gained_at_null_keeps_its_folder():
+    """shapes gained ``train_subset`` and ``test_subset`` at null (configs/debug/subset.yaml sets them): a shapes
+    run sits in the folder its config named without them, a value moves it; cifar10's file always held them,
+    so there a null still counts, as it always did."""
+    from vitpos.run.identity import identity, run_dir
+
+    cfg = compose_train("data=shapes", "model=vit_micro")
+    assert cfg.data.train_subset is None and cfg.data.test_subset is None
+    older = OmegaConf.to_container(cfg)
+    del older["data"]["train_subset"], older["data"]["test_subset"]
+    assert run_dir(OmegaConf.create(older)) == run_dir(cfg)
+    assert run_dir(compose_train("data=shapes", "model=vit_micro", "data.train_subset=500")) != run_dir(cfg)
+    assert run_dir(compose_train("data=shapes", "model=vit_micro", "debug=subset")).parts[-4] == "debug"
+    cifar = identity({**OmegaConf.to_container(compose_train("data=cifar10")), "run": {"data_fingerprint": "x"}})
+    assert cifar["data"]["train_subset"] is None and cifar["data"]["test_subset"] is None
 
 
 def test_the_sequence_schema_is_the_data_modules_signature():

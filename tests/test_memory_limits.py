@@ -76,7 +76,8 @@ def test_a_run_is_checked_at_its_training_size_and_every_eval_size(monkeypatch):
     monkeypatch.setattr(eval_memory, "available_memory", lambda device: 2**20)  # 1 MiB: nothing fits
     image = {**MICRO, "eval": {"resolutions": [16]}}
     assert eval_memory.run_memory_problem(image, "res", None).option == "data.img_size"
-    sequence = {"model": {"num_heads": 2, "dim": 32}, "data": {"train_len": 64, "eval_batch_size": 8},
+    sequence = {"model": {"num_heads": 2, "dim": 32},
+                "data": {"train_len": 64, "eval_batch_size": 8, "num_length_test": 500},
                 "eval": {"lengths": [128]}}  # fmt: skip
     assert eval_memory.run_memory_problem(sequence, "len", None).option == "data.train_len"
     monkeypatch.setattr(eval_memory, "available_memory", lambda device: 2**50)  # everything fits

@@ -6,6 +6,8 @@ import torch
 from conftest import small_vit
 from timm.scheduler import CosineLRScheduler
 
+from vitpos.config import defaults
+from vitpos.config.optim import AdamW
 from vitpos.tasks.optim import configure_optimizers, parameter_groups, warmup_cosine
 
 
@@ -65,7 +67,7 @@ def test_configured_schedule_matches_the_reference_formula(total, epochs, warmup
     """What configure_optimizers hands Lightning, stepped once per optimizer step (interval="step")."""
     model = small_vit()
     trainer = SimpleNamespace(estimated_stepping_batches=total, max_epochs=epochs, gradient_clip_val=None)
-    optim = {"lr": 2e-3, "weight_decay": 0.05, "warmup_epochs": warmup_epochs, "min_lr_ratio": min_ratio}
+    optim = {**defaults(AdamW), "lr": 2e-3, "warmup_epochs": warmup_epochs, "min_lr_ratio": min_ratio}
     config = configure_optimizers(SimpleNamespace(trainer=trainer), model, optim)
     opt, sched = config["optimizer"], config["lr_scheduler"]["scheduler"]
     assert config["lr_scheduler"]["interval"] == "step" and len(opt.param_groups) == 2

@@ -243,7 +243,7 @@ def train_briefly(data: dict, name: str | dict, steps: int = 300, lengths=(32, 6
     module = SequenceTask(cfg)
     dm = SequenceDataModule(**cfg["data"])
     opt = build_optimizer(module.model, lr, 0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, steps // 10))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, steps // 10, 0.0))
     for batch in dm.train_dataloader():
         _, _, loss = module.training_loss(batch)
         opt.zero_grad()

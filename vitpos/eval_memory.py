@@ -119,6 +119,6 @@ def run_memory_problem(cfg: Mapping, kind: str, num_test: int | None) -> UserErr
         num_test = min(known) if known else None
     else:
         train, extra = ("data.train_len", data["train_len"]), ("eval.lengths", evaluation.get("lengths"))
-        num_test = int(data.get("num_length_test", 500))
+        num_test = int(data["num_length_test"])
     sizes = [train, *((extra[0], size) for size in extra[1] or [])]
     return memory_problem(cfg, kind, sizes, num_test)

@@ -68,7 +68,7 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
 
 def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     """:func:`train` inside its claimed run folder ``out``."""
-    fast = bool(cfg.trainer.get("fast_dev_run", False))
+    fast = bool(cfg.trainer.fast_dev_run)
     done = None if fast else finished_run(cfg, out)
     if done is not None:
         print(format_metrics(done, out) + "\n(finished earlier: stored metrics from metrics.json; nothing trained)")
@@ -82,7 +82,7 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     logger_opts = OmegaConf.to_container(cfg.logger, resolve=True)
     logger = RunLogger(save_dir=str(out.parent.parent), name=out.parent.name, version=out.name, **logger_opts)
     timer = Timer()  # fit wall time, kept in last.ckpt: a resumed run adds to what the checkpoint says
-    guard = DivergenceGuard(divergence_hint(cfg), int(cfg.trainer.get("log_every_n_steps", 20) or 20))
+    guard = DivergenceGuard(divergence_hint(cfg), int(cfg.trainer.log_every_n_steps or 20))
     callbacks = [LearningRateMonitor(logging_interval="step"), timer, EpochSeed(cfg.seed), guard]  # seed: exact resume
     checkpoint = last = None
     if not fast:  # best by val/acc; save_last=False: LastCheckpoint writes last.ckpt every epoch, not on improvement
@@ -96,8 +96,8 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
         )
         last = LastCheckpoint(out / "checkpoints" / "last.ckpt")
         callbacks += [checkpoint, last]
-    if cfg.task.get("pictures", True):
-        callbacks.append(PicturesCallback(cfg.task.get("pictures_every_n_epochs", 0)))
+    if cfg.task.pictures:
+        callbacks.append(PicturesCallback(cfg.task.pictures_every_n_epochs))
     trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
     trainer_opts["precision"] = trainer_precision(trainer_opts)  # auto: bf16-mixed where native (vitpos/runtime.py)
     if no_gpu := device_line(trainer_opts["precision"]):  # without a GPU: one line for Lightning's GPU/TPU lines

@@ -46,9 +46,9 @@ def check_sizes(c: dict) -> None:
     patch, data = c["model"]["patch_size"], c["data"]  # an integer >= 1 (vitpos.checks.options)
     check_image_data(data, patch)
     check_size(data.get("img_size"), "data.img_size", patch)
-    shapes, cell = data.get("name") == "shapes", data.get("cell", 4)  # 4: the data module's default
+    shapes = data["name"] == "shapes"
     if shapes:
-        check_layout(data["img_size"], cell, patch)
+        check_layout(data["img_size"], data["cell"], patch)
     resolutions = (c.get("eval") or {}).get("resolutions") or []
     if resolutions == AUTO:
         return
@@ -58,7 +58,7 @@ def check_sizes(c: dict) -> None:
     for i, r in enumerate(resolutions):
         check_size(r, f"eval.resolutions[{i}]", patch)
         if shapes:
-            check_drawable(r, data["img_size"], cell, f"eval.resolutions[{i}]", patch)
+            check_drawable(r, data["img_size"], data["cell"], f"eval.resolutions[{i}]", patch)
 
 
 def eval_resolutions(c: dict) -> list:
@@ -70,14 +70,14 @@ def eval_resolutions(c: dict) -> list:
         return list(resolutions or [])
     sizes = default_resolutions(data["img_size"], int(c["model"]["patch_size"]))
     if data.get("name") == "shapes":
-        sizes = [s for s in sizes if can_draw(s, data["img_size"], data.get("cell", 4))]
+        sizes = [s for s in sizes if can_draw(s, data["img_size"], data["cell"])]
     return sizes
 
 
 def image_counts(data: dict) -> Counts | None:
     """The image counts of ``data``'s data set; None before CIFAR-10 is downloaded (nothing to count yet)."""
     if data.get("name") == "shapes":
-        return counts_of(data, data.get("num_train", 0), data.get("num_test", 0))
+        return counts_of(data, data["num_train"], data["num_test"])
     root = Path(str(data.get("root"))).expanduser()
     if data.get("format") == "imagefolder":
         return counts_of(data, *(len(list_images(root, split).files) for split in ("train", "test")))

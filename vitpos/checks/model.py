@@ -158,7 +158,7 @@ def check_network(c: dict, image: bool, name: str, options: dict):
         sizes = (int(data.get("num_classes") or 10),)  # (classes,) or (classes, vocabulary)
         example = torch.zeros(1, 3, *as_hw(data["img_size"], "data.img_size"))  # (1, C, H, W)
     else:
-        sizes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))[::-1]
+        sizes = task_sizes(data["task"], data["vocab_size"], data["probe_classes"])[::-1]
         example = torch.zeros(1, data["train_len"], dtype=torch.long)  # (1, N) tokens
     check_model_memory(c, lambda blocks: network({**c, "model": {**m, "depth": blocks}}, *sizes))
     model = network(c, *sizes).eval()
@@ -185,7 +185,7 @@ def check_model_memory(c: dict, build) -> None:
         params = one + (int(c["model"]["depth"]) - 1) * (two - one)
     except Exception:  # noqa: BLE001 (a constructor that needs real values: the real build says what is wrong)
         return
-    gpu = uses_cuda(c["trainer"].get("accelerator", "auto"))
+    gpu = uses_cuda(c["trainer"]["accelerator"])
     per_param = 4 if gpu else 16 + 4 * bool((c.get("task") or {}).get("ema_decay"))
     need, free = params * per_param, available_memory()
     if need > MEMORY_FRACTION * free:

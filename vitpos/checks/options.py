@@ -192,6 +192,9 @@ OPTIONS: dict[str, Spec] = {
     "data.anchor": Flag(task=SEQUENCE, help="position probe: a distinct first token"),
     # checked elsewhere (checks/data.py, checks/model.py, Lightning); here for their help and identity
     "data.root": Given("a folder", task=IMAGE, defines=False, help="where the data set lies"),
+    "optim.impl": Given(
+        "auto, fused, foreach or forloop", as_before=("auto",), help="torch's AdamW kernel (auto: fused where it can)"
+    ),  # fmt: skip
     **{
         f"data.{key}": Given(rule, task=IMAGE, as_before=before, help=what)
         for key, rule, before, what in (

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf import DictConfig
-from omegaconf.errors import ConfigKeyError, ValidationError
+from omegaconf.errors import ConfigKeyError, ConfigTypeError, ValidationError
 
 from vitpos.checks.options import LAUNCHERS_WITH_OPTIONS, check_launcher
 from vitpos.config import SCHEMAS, defaults, schema_option
@@ -41,28 +41,38 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
     in_file = _unknown_file_key(err, words)
     if in_file is not None:
         return in_file
+    deleted = _cause(err, lambda e: isinstance(e, ConfigTypeError) and "does not support deletion" in str(e))
+    if deleted is not None and getattr(deleted, "full_key", None):  # ~model.patch_size: a typed group's option
+        key = str(deleted.full_key)
+        return UserError(key, "an option of its group cannot be deleted", f"give it a value instead: {key}=...")
     typed = _cause(err, lambda e: isinstance(e, ValidationError))
     if typed is not None and getattr(typed, "full_key", None):
         return _wrong_type(str(typed.full_key), typed, words)
     key = _failed_key(err, words)
-    if key is not None and text.startswith("Could not append to config."):  # +key for a key the config has
-        return UserError(key, "is already set: a leading + adds a new key", f"drop the +: {key}=...")
-    if key is not None and text.startswith("Could not delete from config."):  # ~key for a key it lacks
-        return UserError(key, "not in the config: nothing to delete", "python train.py --cfg job shows the config")
     if key is not None:
-        section, _, leaf = key.rpartition(".")
-        known = [k for k in known_keys(err, key) if not k.startswith("_")]  # _target_: the class, no option
-        close = difflib.get_close_matches(leaf, known, n=1)
-        prefix = section + "." if section else ""
-        valid = f"valid: {', '.join(prefix + k for k in known)}"
-        if not close and key.startswith("hydra."):  # a section of Hydra's (hydra.launcher): its options are the class's
-            hint = valid if known else f"{section} has none here"
-            if not known and section == "hydra.launcher":  # Hydra's basic launcher: the default
-                hint = f"the launcher chosen takes none; {LAUNCHERS_WITH_OPTIONS} take some"
-            return UserError(key, "no such option", f"{hint}; python train.py --cfg hydra lists them")
-        hint = f"did you mean {prefix}{close[0]}?" if close else valid if known else "see configs/train.yaml"
-        return UserError(key, "no such option", f"{hint}; +{key}=... adds a new key")
+        return _key_error(err, key, text)
     return UserError("command line", " ".join(text.split())[:300], "python train.py --help")
+
+
+def _key_error(err: BaseException, key: str, text: str) -> UserError:
+    """The failed override of ``key``: a ``+`` for a key the config has, a ``~`` for one it lacks, else a key
+    no section has, with the closest of its section's keys (:func:`known_keys`) or the valid ones."""
+    if text.startswith("Could not append to config."):  # +key for a key the config has
+        return UserError(key, "is already set: a leading + adds a new key", f"drop the +: {key}=...")
+    if text.startswith("Could not delete from config."):  # ~key for a key it lacks
+        return UserError(key, "not in the config: nothing to delete", "python train.py --cfg job shows the config")
+    section, _, leaf = key.rpartition(".")
+    known = [k for k in known_keys(err, key) if not k.startswith("_")]  # _target_: the class, no option
+    close = difflib.get_close_matches(leaf, known, n=1)
+    prefix = section + "." if section else ""
+    valid = f"valid: {', '.join(prefix + k for k in known)}"
+    if not close and key.startswith("hydra."):  # a section of Hydra's (hydra.launcher): its options are the class's
+        hint = valid if known else f"{section} has none here"
+        if not known and section == "hydra.launcher":  # Hydra's basic launcher: the default
+            hint = f"the launcher chosen takes none; {LAUNCHERS_WITH_OPTIONS} take some"
+        return UserError(key, "no such option", f"{hint}; python train.py --cfg hydra lists them")
+    hint = f"did you mean {prefix}{close[0]}?" if close else valid if known else "see configs/train.yaml"
+    return UserError(key, "no such option", f"{hint}; +{key}=... adds a new key")
 
 
 def _unparsable(override: str) -> UserError:

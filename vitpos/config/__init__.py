@@ -1,7 +1,8 @@
 """The typed schema of vitpos's config groups: dataclasses, registered in Hydra's ConfigStore.
 
 Each dataclass holds a group option's keys and their defaults; the group's YAML file under ``configs/`` lists the
-schema first in its defaults list (``/schema/<group>/<name>@_here_``) and sets only what differs. A key the schema
+schema first in its defaults list (``/schema/<group>/<name>@_here_``; a task's recipe, a ``_global_`` file,
+``@task``) and sets only what differs. A key the schema
 does not have is refused by Hydra's struct mode wherever it is written: in a YAML file (a user's own, with
 ``--config-dir``) or on the command line (:func:`vitpos.cli.hydra_errors.override_error` words both in one line).
 The defaults live here, in the package, so an installed vitpos needs no YAML to build a data module.
@@ -20,6 +21,11 @@ from hydra.core.config_store import ConfigStore
 from vitpos import CONFIG_DIR
 from vitpos.config.data import Cifar10Data, SeqCopyData, SeqProbeData, SeqReverseData, ShapesData
 from vitpos.config.encodings import builtin_options, files_missing
+from vitpos.config.eval import ImageEval, SequenceEval
+from vitpos.config.model import SeqSmall, TimmModel, VitCpu, VitCpuP2, VitMicro, VitSmall, VitTiny
+from vitpos.config.optim import AdamW
+from vitpos.config.task import ClassificationTask, SequenceTask
+from vitpos.config.trainer import DdpTrainer, DefaultTrainer, GpuTrainer
 
 #: (group, option) -> its schema: ``configs/<group>/<option>.yaml`` starts from it
 SCHEMAS: dict[tuple[str, str], type] = {
@@ -28,6 +34,21 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("data", "seq_copy"): SeqCopyData,
     ("data", "seq_reverse"): SeqReverseData,
     ("data", "seq_probe"): SeqProbeData,
+    ("model", "vit_micro"): VitMicro,
+    ("model", "vit_cpu"): VitCpu,
+    ("model", "vit_cpu_p2"): VitCpuP2,
+    ("model", "vit_tiny"): VitTiny,
+    ("model", "vit_small"): VitSmall,
+    ("model", "seq_small"): SeqSmall,
+    ("model", "timm"): TimmModel,
+    ("optim", "adamw"): AdamW,
+    ("trainer", "default"): DefaultTrainer,
+    ("trainer", "gpu"): GpuTrainer,
+    ("trainer", "ddp"): DdpTrainer,
+    ("eval", "image"): ImageEval,  # no group: a task's recipe places it at ``eval``
+    ("eval", "sequence"): SequenceEval,
+    ("task", "classification"): ClassificationTask,
+    ("task", "sequence"): SequenceTask,
 }
 
 

@@ -55,6 +55,8 @@ class ShapesData:
     num_train: Any = 20000
     num_test: Any = 4000
     val_size: Any = 2000
+    train_subset: Any = None  # keep only this many training images (configs/debug/subset.yaml)
+    test_subset: Any = None
     cell: Any = 4  # square size; keep equal to model.patch_size so patches align
     batch_size: Any = 128
     eval_batch_size: Any = 512

@@ -30,16 +30,16 @@ def check_image_data(data: dict, patch: int | None = None) -> None:
     sizes ``patch`` tiles: positive sizes when the patch is not known, as in the data module);
     ``data.size_schedule`` and ``data.size_epochs``; ``data.native_size`` a size (a side or
     ``[h, w]``), and null for generated shapes."""
-    name, form = data.get("name", "cifar10"), data.get("format", "torchvision")
+    name = data["name"]
     if name not in DATASETS:
         raise UserError("data.name", f"unknown data set {name!r}", f"valid: {', '.join(DATASETS)} (data=...)")
-    if form not in FORMATS:
-        raise UserError("data.format", f"unknown {form!r}", f"valid: {', '.join(FORMATS)}")
+    if "format" in data and data["format"] not in FORMATS:  # cifar10's (generated shapes have none)
+        raise UserError("data.format", f"unknown {data['format']!r}", f"valid: {', '.join(FORMATS)}")
     if data.get("augment") not in (None, *POLICIES):
         raise UserError("data.augment", f"unknown policy {data['augment']!r}", f"valid: {', '.join(POLICIES)}")
     sizes = data.get("train_sizes")
     check_train_sizes(sizes, patch)
-    check_size_schedule(sizes, data.get("size_schedule", "random"), data.get("size_epochs"))
+    check_size_schedule(sizes, data["size_schedule"], data.get("size_epochs"))
     if data.get("native_size") is not None:
         if name == "shapes":
             raise UserError(

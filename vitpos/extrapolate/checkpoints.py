@@ -144,7 +144,7 @@ def check_memory(cfg, kind: str, sizes: list, num_test: int | None, device: str)
     """Refuse, before evaluating anything, a size whose evaluation would not fit in the memory free on
     ``device`` (the one estimate and rule: :func:`vitpos.eval_memory.memory_problem`); ``num_test``:
     the test images each image size scores."""
-    num_test = num_test if kind == "res" else int(cfg.data.get("num_length_test", 500))
+    num_test = num_test if kind == "res" else int(cfg.data.num_length_test)
     problem = memory_problem(cfg, kind, [(OPTION[kind], size) for size in sizes], num_test, device)
     if problem is not None:
         raise SkipCheckpoint(str(problem))

@@ -154,7 +154,7 @@ def evaluate_module(
     sizes = (eval_cfg or {}).get("resolutions" if kind == "res" else "lengths")
     if not sizes:
         return {}
-    strategies = choose_strategies(module.encoding, eval_cfg.get("strategies", "default"))
+    strategies = choose_strategies(module.encoding, eval_cfg["strategies"])
     max_batches = (eval_cfg or {}).get("max_batches") or max_batches
     use_test_subset(datamodule, (eval_cfg or {}).get("test_subset"))
     sizes = [plain_size(s) for s in sizes] if kind == "res" else list(sizes)  # a side, or (h, w)

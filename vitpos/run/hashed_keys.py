@@ -24,6 +24,24 @@ SECTION_KEYS = {
     "task": _keys("cutmix ema_decay ema_warmup label_smoothing mixup name"),
     "trainer": _keys("check_val_every_n_epoch deterministic gradient_clip_val max_epochs precision"),
 }
+_SEQUENCE = _keys(
+    "anchor batch_size min_len name num_length_test num_test num_train num_val offset probe_classes seed task "
+    "train_len vocab_size"
+)
+#: per data set: which of the ``data`` keys above its config file held (a key it gained since counts only when set)
+DATA_SET_KEYS = {
+    "cifar10": _keys(
+        "augment augment_magnitude augment_ops batch_size crop_padding format hflip img_size name num_classes "
+        "split_seed test_subset train_subset val_size"
+    ),
+    "shapes": _keys(
+        "augment augment_magnitude augment_ops batch_size cell crop_padding hflip img_size name num_classes "
+        "num_test num_train split_seed val_size"
+    ),
+    "seq_copy": _SEQUENCE,
+    "seq_reverse": _SEQUENCE,
+    "seq_probe": _SEQUENCE,
+}
 #: per encoding name: the options its config file or a committed run held
 ENCODING_KEYS = {
     "alibi": _keys("name strategy"),

@@ -24,13 +24,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from vitpos import CONFIG_DIR
 from vitpos.checks.options import OPTIONS
+from vitpos.config import SCHEMAS, defaults
 from vitpos.config.encodings import as_lists
+from vitpos.config.eval import ImageEval
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.encodings import get_encoding_class
 from vitpos.encodings.plugins import is_builtin, module_digest, source_digest
-from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
+from vitpos.run.hashed_keys import DATA_SET_KEYS, ENCODING_KEYS, SECTION_KEYS
 from vitpos.runtime import machine_kind, trainer_precision
 from vitpos.sizes import compact
 
@@ -72,7 +73,8 @@ def counts(section: str, key: str, value, values: dict) -> bool:
     """Whether ``section.key = value`` (``values``: the section) is part of the run's identity: not where
     :data:`vitpos.checks.options.OPTIONS` says it does not define the run or its ``as_before`` names the value
     (so older folders are found again); never an encoding's ``module`` (its code counts: :func:`plugin_source`).
-    Other keys: as :mod:`vitpos.run.hashed_keys` and :func:`new_key_matters` say."""
+    Other keys: as :mod:`vitpos.run.hashed_keys` and :func:`new_key_matters` say; a data key at null counts
+    only where that data set's file held it (``DATA_SET_KEYS``: shapes gained ``train_subset`` at null)."""
     spec = OPTIONS.get(f"{section}.{key}")
     if (spec is not None and not spec.defines) or (section, key) == ("encoding", "module"):
         return False
@@ -81,6 +83,8 @@ def counts(section: str, key: str, value, values: dict) -> bool:
     if section == "encoding":
         known = key == "name" or key in ENCODING_KEYS.get(str(values.get("name")), ())
         return known or new_key_matters(values, key, value)
+    if section == "data" and value is None and str(values.get("name")) in DATA_SET_KEYS:
+        return key in DATA_SET_KEYS[str(values.get("name"))]  # a key this data set gained at null: as before
     return key in SECTION_KEYS.get(section, ()) or value is not None
 
 
@@ -202,12 +206,13 @@ def run_label(cfg: DictConfig) -> str:
 
 
 def model_name(cfg: DictConfig) -> str:
-    """``run.model`` (set by ``train.py``), else the configs/model file equal to ``cfg.model``, else ``custom``."""
+    """``run.model`` (set by ``train.py``), else the model option whose schema (:mod:`vitpos.config.model`) has
+    ``cfg.model``'s values, else ``custom``."""
     if cfg.run.get("model"):
         return str(cfg.run.model)
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    configs = sorted((CONFIG_DIR / "model").glob("*.yaml"))
-    return next((path.stem for path in configs if OmegaConf.to_container(OmegaConf.load(path)) == model), "custom")
+    options = sorted((option, schema) for (group, option), schema in SCHEMAS.items() if group == "model")
+    return next((option for option, schema in options if defaults(schema) == model), "custom")
 
 
 def run_dir(cfg: DictConfig) -> Path:
@@ -216,8 +221,8 @@ def run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run.root) / str(cfg.run.group) / model_name(cfg) / name / f"seed{cfg.seed}"
 
 
-#: ``eval.test_subset`` in configs/task/classification.yaml; :func:`next_commands` names any other value
-TEST_SUBSET = 1000
+#: ``eval.test_subset``'s default (:class:`vitpos.config.eval.ImageEval`); :func:`next_commands` names any other
+TEST_SUBSET = ImageEval.test_subset
 
 
 def next_commands(

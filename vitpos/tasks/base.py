@@ -79,7 +79,7 @@ class TaskModule(L.LightningModule):
         super().__init__()
         self.cfg = cfg
         self.model = model
-        self.train_forward = training_forward(model, cfg["model"].get("compile", False))  # model.compile
+        self.train_forward = training_forward(model, cfg["model"]["compile"])  # model.compile
         self.train_acc, self.val_acc, self.test_acc = (accuracy(num_classes, ignore_index) for _ in range(3))
         self.val_loss, self.test_loss = MeanLoss(), MeanLoss()
 

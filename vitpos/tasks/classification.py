@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from timm.data import Mixup
 from timm.utils import ModelEmaV3
 
+from vitpos.config.saved import complete
 from vitpos.integrations import is_timm
 from vitpos.integrations.timm import apply_encoding
 from vitpos.integrations.timm_weights import create_vit, geometry, load_planned, plan_checkpoint, read_checkpoint
@@ -41,26 +42,27 @@ class ImageClassifier(TaskModule):
     """
 
     def __init__(self, cfg: dict, pretrained: bool = False):
-        data, task = cfg["data"], cfg.get("task", {})
+        cfg = complete(cfg, image=True)  # a key an older or hand-written config lacks: vitpos/config/saved.py
+        data, task = cfg["data"], cfg["task"]
         super().__init__(cfg, image_network(cfg, pretrained), num_classes=data["num_classes"])
         self.save_hyperparameters(ignore=["pretrained"])  # rebuilt from a checkpoint, its weights are the checkpoint's
         self.ema = None
-        if task.get("ema_decay", 0.0) > 0:
-            self.ema = ModelEmaV3(self.model, decay=task["ema_decay"], use_warmup=task.get("ema_warmup", True))
+        if task["ema_decay"] > 0:
+            self.ema = ModelEmaV3(self.model, decay=task["ema_decay"], use_warmup=task["ema_warmup"])
             self.ema.requires_grad_(False)  # never trained (DDP would wait for its gradients otherwise)
             self.val_acc_raw, self.test_acc_raw = (accuracy(data["num_classes"], None) for _ in range(2))
         # task.flip_tta: the test set scored again with horizontal-flip test-time augmentation (the
         # softmax of each image and its mirror averaged), as test/acc_flip; test/acc stays the plain score.
         # Only where training flips (data.hflip): labels that change under mirroring (shapes) are not.
-        flip_tta = task.get("flip_tta", False) and data.get("hflip", True)
+        flip_tta = task["flip_tta"] and data["hflip"]
         self.test_acc_flip = accuracy(data["num_classes"], None) if flip_tta else None
         self.test_predictions: list[tuple[torch.Tensor, torch.Tensor]] = []  # (predicted, true) per test batch
-        self.label_smoothing = task.get("label_smoothing", 0.0)
+        self.label_smoothing = task["label_smoothing"]
         self.mixup = None
-        if task.get("mixup", 0) > 0 or task.get("cutmix", 0) > 0:
+        if task["mixup"] > 0 or task["cutmix"] > 0:
             self.mixup = Mixup(
-                mixup_alpha=task.get("mixup", 0.0),
-                cutmix_alpha=task.get("cutmix", 0.0),
+                mixup_alpha=task["mixup"],
+                cutmix_alpha=task["cutmix"],
                 label_smoothing=self.label_smoothing,
                 num_classes=data["num_classes"],
             )

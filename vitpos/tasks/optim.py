@@ -57,7 +57,7 @@ def build_optimizer(
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), **adamw_implementation(model, impl))
 
 
-def warmup_cosine(total_steps: int, warmup_steps: int, min_lr_ratio: float = 0.0):
+def warmup_cosine(total_steps: int, warmup_steps: int, min_lr_ratio: float):
     """Multiplier of the base learning rate at each step: linear warmup
     ``(step + 1) / warmup_steps``, reaching 1 at step ``warmup_steps - 1``, then
     cosine decay from 1 to ``min_lr_ratio`` at ``total_steps`` (and after).
@@ -82,12 +82,10 @@ def warmup_cosine(total_steps: int, warmup_steps: int, min_lr_ratio: float = 0.0
 def configure_optimizers(module, model: nn.Module, optim: dict) -> dict:
     """Lightning ``configure_optimizers`` body shared by the image and sequence tasks.
 
-    ``optim``: lr, weight_decay, warmup_epochs (fraction of an epoch allowed),
-    min_lr_ratio. Steps come from the trainer, so the schedule fits any budget.
+    ``optim``: every key of :class:`vitpos.config.optim.AdamW` (lr, weight_decay, betas, warmup_epochs, a
+    fraction of an epoch allowed, min_lr_ratio, impl). Steps come from the trainer, so the schedule fits any budget.
     """
-    opt = build_optimizer(
-        model, optim["lr"], optim["weight_decay"], optim.get("betas", (0.9, 0.999)), optim.get("impl", "auto")
-    )
+    opt = build_optimizer(model, optim["lr"], optim["weight_decay"], optim["betas"], optim["impl"])
     trainer = module.trainer
     if getattr(opt, "_step_supports_amp_scaling", False) and trainer.gradient_clip_val:
         # A fused AdamW advertises that it unscales fp16 gradients inside its step, so Lightning's
@@ -96,8 +94,8 @@ def configure_optimizers(module, model: nn.Module, optim: dict) -> dict:
         opt._step_supports_amp_scaling = False
     total = int(trainer.estimated_stepping_batches)
     epochs = max(trainer.max_epochs or 1, 1)
-    warmup = int(round(optim.get("warmup_epochs", 1) * total / epochs))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(total, warmup, optim.get("min_lr_ratio", 0.0)))
+    warmup = int(round(optim["warmup_epochs"] * total / epochs))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(total, warmup, optim["min_lr_ratio"]))
     # "name": the LR monitor's tag, train/lr/pg1 (decayed weights) and train/lr/pg2 (no decay), so
     # TensorBoard shows it in the train group, not as an lr-AdamW group ahead of train and val
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step", "name": "train/lr"}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vitpos.config.saved import complete
 from vitpos.data.sequence import IGNORE, task_sizes
 from vitpos.models import network
 
@@ -19,8 +20,9 @@ class SequenceTask(TaskModule):
     """
 
     def __init__(self, cfg: dict):
+        cfg = complete(cfg, image=False)  # a key an older or hand-written config lacks: vitpos/config/saved.py
         data = cfg["data"]
-        vocab, classes = task_sizes(data["task"], data.get("vocab_size", 16), data.get("probe_classes", 512))
+        vocab, classes = task_sizes(data["task"], data["vocab_size"], data["probe_classes"])
         super().__init__(cfg, network(cfg, classes, vocab), num_classes=classes, ignore_index=IGNORE)
         self.save_hyperparameters()
 

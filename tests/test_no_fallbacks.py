@@ -35,6 +35,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("vitpos/runtime.py", "precision"): "a helper on any trainer mapping, a saved run's or a tool's own",
     ("vitpos/runtime.py", "accelerator"): "a helper on any trainer mapping, a saved run's or a tool's own",
     ("vitpos/run/identity.py", "accelerator"): "records the machine of any config a tool names a folder for",
+    ("vitpos/checks/options.py", "precision"): "the check also reads the saved job configs of older runs (compare)",
+    ("vitpos/checks/options.py", "devices"): "the check also reads the saved job configs of older runs (compare)",
     ("vitpos/benchmark/plan.py", "accelerator"): "the benchmark's plan of a sweep job's config, planned before any",
 }
 

@@ -105,7 +105,7 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
     trainer_opts["use_distributed_sampler"] = False  # the datamodules shard DDP evaluation unpadded: exact metrics
     trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
     name = f"{run_label(cfg)}/seed{cfg.seed}"  # sweeps and logs: one line per epoch instead of a bar
-    trainer_opts["enable_progress_bar"] = shows_bar(trainer_opts.get("enable_progress_bar", True))
+    trainer_opts["enable_progress_bar"] = shows_bar(trainer_opts["enable_progress_bar"])
     callbacks.append(progress_bar(name) if trainer_opts["enable_progress_bar"] else EpochLine(name))
     if not trainer_opts.setdefault("enable_model_summary", False):
         log.info(summary_line(module))  # one line instead of Lightning's table

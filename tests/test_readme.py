@@ -666,7 +666,8 @@ def first_run_and_readers() -> list[tuple[str, str, list[str]]]:
     """(page, command, smoke overrides) of the pages' first single run and of every command of the
     pages and the --help examples that reads what it makes (``runs/shapes``), in order, each once:
     a command that differs from an earlier one only in its ``out=`` or the order of its words
-    (a --help example of a page's command) is left out."""
+    (a --help example of a page's command) is left out, and so is one that also reads a sweep's ``multirun=``
+    folder (no sweep runs here; the full replay runs each such command after its sweep)."""
     chosen, seen = [], set()
     for page, kind, code in all_steps():
         how = classify(code) if kind == "bash" else None
@@ -675,7 +676,12 @@ def first_run_and_readers() -> list[tuple[str, str, list[str]]]:
         if not chosen and _longest_prefix(code, RUNNERS) != FIRST_RUN:
             continue  # before the first run: nothing there reads it
         key = tuple(sorted(w for w in shlex.split(with_overrides(code, how[1])) if not w.startswith("out=")))
-        if key not in seen and (_longest_prefix(code, RUNNERS) == FIRST_RUN or "runs/shapes" in code):
+        reads_a_sweep = "multirun=" in code  # a sweep's folder: only the full replay runs the sweep first
+        if (
+            key not in seen
+            and not reads_a_sweep
+            and (_longest_prefix(code, RUNNERS) == FIRST_RUN or "runs/shapes" in code)
+        ):
             seen.add(key)
             chosen.append((page, code, how[1]))
     return chosen

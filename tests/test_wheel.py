@@ -12,7 +12,11 @@ import pytest
 from conftest import ROOT, TINY_SHAPES_RUN
 
 pytestmark = pytest.mark.slow  # a wheel build and five Python processes of the project
-UNTRACKED = (".git", "build", "data", "runs", "multirun", "outputs", "*.egg-info", "__pycache__", ".*_cache")
+#: left out of the copy the wheel is built from: folders of the checkout's top level that git does not track
+#: (``data`` there is the data set; ``vitpos/data`` and ``vitpos/configs/data`` are code and configs) ...
+TOP_LEVEL = (".git", "build", "data", "runs", "multirun", "outputs")
+#: ... and build and cache leftovers at any depth
+ANYWHERE = ("*.egg-info", "__pycache__", ".*_cache")
 
 LIBRARY_CHECK = """
 import vitpos, torch
@@ -29,6 +33,10 @@ images, labels = data.prepare_batch(next(iter(data.train_dataloader())), train=T
 model = VisionTransformer("rope_2d", img_size=16, patch_size=4, dim=32, depth=2, num_heads=2,
                           num_classes=data.num_classes)
 assert model(images).shape == (len(images), len(data.classes))
+import sys
+elsewhere = [m.__file__ for n, m in list(sys.modules.items())
+             if n.split(".")[0] == "vitpos" and getattr(m, "__file__", None) and not m.__file__.startswith({site!r})]
+assert not elsewhere, elsewhere  # an editable install of the checkout must not answer for a submodule either
 print("library ok", vitpos.__file__)
 """
 
@@ -40,6 +48,12 @@ def run(args: list[str], cwd: Path, env: dict) -> str:
     return done.stdout + done.stderr
 
 
+def untracked(folder: str, names: list[str]) -> set[str]:
+    """What the copy leaves out of ``folder``: :data:`TOP_LEVEL` at the checkout's top, :data:`ANYWHERE` anywhere."""
+    top = shutil.ignore_patterns(*TOP_LEVEL)(folder, names) if Path(folder) == ROOT else set()
+    return top | shutil.ignore_patterns(*ANYWHERE)(folder, names)
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> tuple[Path, Path, dict]:
     """(install folder, a working folder outside the repository, the environment that finds the install first)."""
@@ -48,7 +62,7 @@ def installed(tmp_path_factory) -> tuple[Path, Path, dict]:
     work.mkdir()
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     source = tmp / "source"  # a copy without build/, data/ or runs: the wheel holds what the checkout tracks
-    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*UNTRACKED))
+    shutil.copytree(ROOT, source, symlinks=True, ignore=untracked)
     run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)], tmp, dict(os.environ))
     (wheel,) = wheels.glob("vitpos-*.whl")
     run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], tmp, dict(os.environ))

@@ -305,3 +305,17 @@ def test_the_patch_rule_is_one_rule_for_the_check_the_model_and_its_forward(size
         return
     model = VisionTransformer("none", img_size=size, patch_size=4, dim=16, depth=1, num_heads=2)
     assert patch_grid(size, 4) == model.pos.train_grid == model.grid_for(torch.zeros(1, 3, h, w)) == (h // 4, w // 4)
+
+
+def test_the_config_check_runs_the_data_sets_rules_once(monkeypatch):
+    """The check builds the data module, whose constructor runs :func:`check_image_data`; the check itself keeps
+    only what needs the model's patch (the sizes), so the data set's rules run once per check (counted by one
+    rule that only :func:`check_image_data` calls)."""
+    import vitpos.data.options as options
+    from vitpos.validate import validate
+
+    calls = []
+    rule = options.check_size_schedule
+    monkeypatch.setattr(options, "check_size_schedule", lambda *a: calls.append(a) or rule(*a))
+    validate(compose_train("data=shapes", "model=vit_micro", "data.train_sizes=[16,32]"))
+    assert len(calls) == 1

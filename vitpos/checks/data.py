@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vitpos.data.folder import list_images
-from vitpos.data.options import Counts, check_image_data, check_size, check_split, counts_of
+from vitpos.data.options import Counts, check_size, check_split, check_train_sizes, counts_of
 from vitpos.data.shapes import can_draw, check_drawable, check_layout
 from vitpos.errors import UserError
 from vitpos.eval_memory import run_memory_problem
@@ -40,11 +40,13 @@ AUTO = "auto"
 
 
 def check_sizes(c: dict) -> None:
-    """:func:`check_image_data`, then ``data.img_size`` and each ``eval.resolutions`` size against
-    ``model.patch_size`` (:func:`check_size`) and, for ``data=shapes``, its generator (:func:`check_layout`,
-    :func:`check_drawable`). ``auto`` passes: :func:`eval_resolutions` makes it tiled and drawable."""
+    """The sizes against ``model.patch_size``, which the data module cannot know: each ``data.train_sizes`` entry
+    (:func:`check_train_sizes`), ``data.img_size`` and each ``eval.resolutions`` size (:func:`check_size`) and,
+    for ``data=shapes``, its generator (:func:`check_layout`, :func:`check_drawable`). ``auto`` passes:
+    :func:`eval_resolutions` makes it tiled and drawable. The data set's other rules are its constructor's
+    (:func:`check_image_data`), which :func:`check_data_module` runs."""
     patch, data = c["model"]["patch_size"], c["data"]  # an integer >= 1 (vitpos.checks.options)
-    check_image_data(data, patch)
+    check_train_sizes(data.get("train_sizes"), patch)
     check_size(data.get("img_size"), "data.img_size", patch)
     shapes = data["name"] == "shapes"
     if shapes:

@@ -1,12 +1,7 @@
-"""The training command: ``python train.py encoding=rope_2d`` in the repository, ``vitpos-train`` or
-``python -m vitpos`` where vitpos is installed (Hydra; ``-m`` sweeps).
-
-Options: the package's ``configs/train.yaml``, ``python train.py --help``; recipes: README.md. The config is checked
-before anything is written (vitpos/validate.py; a sweep's jobs all before the first starts, by the sweeper
-``hydra/sweeper=vitpos``, hydra_plugins/vitpos_sweeper). A bad option or input prints one line
-``error: <option>: <what> (<fix>)`` and exits 2; a composition Hydra refuses is worded in one line by
-:func:`vitpos.cli.hydra_errors.override_error`. ``main(["data=shapes"])`` runs ``python train.py data=shapes`` in
-process.
+"""The training command: ``python train.py encoding=rope_2d`` (``vitpos-train``, ``python -m vitpos`` installed;
+``-m`` sweeps). Options: ``python train.py --help``. The config is checked before anything is written (a sweep's
+jobs all before the first, by ``hydra/sweeper=vitpos``); bad input, a composition Hydra refuses included, is one
+line ``error: <option>: <what> (<fix>)``, exit 2. ``main(["data=shapes"])`` runs the command in process.
 """
 
 import sys
@@ -14,12 +9,16 @@ import traceback
 from collections.abc import Callable
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 import vitpos.config  # noqa: F401  (registers the groups' schemas, which the configs start from)
 from vitpos import CONFIG_DIR
+from vitpos.checks.options import check_launcher
+from vitpos.cli.hydra_errors import override_error
 from vitpos.cli.train_help import encoding_lines, group_lines, option_lines  # --help's lists; no torch
+from vitpos.errors import InputError
 from vitpos.run import signals, sweep
 
 SWEEP_WORDS = ("-m", "--multirun")
@@ -27,8 +26,7 @@ CONFIG_DIR_WORDS = ("--config-dir", "-cd")  # a folder of the user's own group o
 
 
 def help_text(lines: Callable[[], list[str]]) -> Callable[[], str]:
-    """A resolver of ``--help`` text: ``lines()`` joined. Empty for any other command: Hydra resolves its help
-    text on every call, and the lists import torch."""
+    """A resolver of ``--help`` text; empty for any other command (Hydra resolves it always; the lists import torch)."""
     return lambda: "\n".join(lines()) if {"--help", "-h"} & set(sys.argv[1:]) else ""
 
 
@@ -41,10 +39,6 @@ sweep.register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="train")  # absolute: also when imported
 def run(cfg: DictConfig) -> float:
     """One job of Hydra's: check the composed ``cfg``, train it; in a sweep, record how it ended."""
-    from hydra.core.hydra_config import HydraConfig
-
-    from vitpos.checks.options import check_launcher
-    from vitpos.errors import InputError
     from vitpos.validate import validate
 
     sweep.composed()  # Hydra reports this job's own errors again (the callback did already, where configured)
@@ -60,7 +54,7 @@ def run(cfg: DictConfig) -> float:
         metrics = train(cfg, checked=True)
     except SystemExit as err:  # Lightning's SIGTERMException carries no code: exit 128 + SIGTERM, not 0
         sys.exit(143 if err.code is None else err.code)
-    except Exception as err:  # bad input or a crash: a single run stops; a sweep records it, goes on with the next
+    except Exception as err:  # a single run stops; a sweep records it and goes on with the next job
         if not in_sweep and isinstance(err, InputError):
             sweep.refuse(err)
         if not in_sweep:
@@ -78,8 +72,8 @@ def run(cfg: DictConfig) -> float:
 
 
 def hydra_words(argv: list[str]) -> list[str]:
-    """``argv`` for Hydra; a single run gets ``hydra.output_subdir=null`` (nothing outside its run folder),
-    placed beside the other overrides (argparse refuses overrides on both sides of a flag like ``--cfg job``)."""
+    """``argv`` for Hydra; a single run gets ``hydra.output_subdir=null`` (nothing outside its run folder), beside
+    the other overrides (argparse refuses overrides on both sides of a flag like ``--cfg job``)."""
     if set(SWEEP_WORDS) & set(argv) or any(a.startswith("hydra.output_subdir=") for a in argv):
         return list(argv)
     first = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), len(argv))
@@ -87,8 +81,7 @@ def hydra_words(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python train.py ARGV`` (default: this process's arguments). A bad override (unknown key or group
-    option, ``hydra.*`` included, unparsable value) is one line, exit 2; a sweep with a failed job exits 1."""
+    """``python train.py ARGV`` (default: this process's arguments); a sweep with a failed job exits 1."""
     saved, prog = sys.argv, sys.argv[0] if argv is None else __file__  # in process: not the caller's name
     argv = sys.argv[1:] if argv is None else list(argv)
     flags = {a.partition("=")[0] for a in argv if a.startswith("-")}
@@ -101,8 +94,6 @@ def main(argv: list[str] | None = None) -> None:
     except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
         if not (raising and sweep.composing()):
             raise
-        from vitpos.cli.hydra_errors import override_error
-
         sweep.refuse(override_error(err, CONFIG_DIR, [a for a in argv if not a.startswith("-")]))
     finally:
         sys.argv = saved

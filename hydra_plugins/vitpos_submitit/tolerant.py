@@ -1,28 +1,14 @@
-"""vitpos's submitit launchers, ``hydra/launcher=vitpos_slurm`` and ``hydra/launcher=vitpos_local``:
-Hydra's ``submitit_slurm`` and ``submitit_local`` (Facebook Research's ``hydra-submitit-launcher``),
-with the same options, made to wait for every job of a sweep.
+"""``hydra/launcher=vitpos_slurm`` and ``vitpos_local``: Hydra's ``submitit_slurm`` and ``submitit_local``
+(``hydra-submitit-launcher``), same options, made to wait for every job of a sweep.
 
-The plugin collects its jobs' results in order with ``job.results()``, which raises for a job
-whose process ended without a result (SIGKILL, a preempted or failed node, a wall-time limit):
-the launching process then stops at the first such job, with submitit's traceback, while the
-others may still be running, and nothing reports them. A sweep of thousands of jobs must not need
-a person at the terminal. These subclasses submit exactly as the plugin does, then wait for
-every job:
-
-- a job that ends without a result is *missing*: its folder ``<sweep>/<n>/`` is made if the job
-  never started, so the sweep's summary (:mod:`vitpos.run.sweep`) lists it as missing, and
-  rerunning the same command resumes it from its ``last.ckpt``;
-- a job whose process raised outside the training (submitit's ``FailedJobError``) is *failed*:
-  its first line goes to ``<sweep>/<n>/error.log``, like every other failed job's.
-
-The jobs' own failures (bad input, a crash in training) are already caught and recorded inside
-the job (``train.py``); this only covers the processes that die. ``vitpos_local`` also tells its
-jobs how many run at once (``VITPOS_JOBS_AT_ONCE``), so ``threads=auto`` gives each a share of
-the cores, as with the joblib launcher.
-
-The launchers are chosen by name only (``configs/hydra/launcher/vitpos_*.yaml``: the plugin's
-config with ``_target_`` set to a class here); ``hydra/launcher=submitit_slurm`` runs the plugin's
-own. Hydra loads a launcher class only from the ``hydra_plugins`` package, hence this package.
+The plugin collects its jobs' results in order with ``job.results()``, which raises for a job whose process ended
+without a result (SIGKILL, a preempted node, a wall-time limit): the launching process stops at the first such job
+while others may still run, and nothing reports them; a sweep of thousands of jobs must not need a person at the
+terminal. These subclasses submit as the plugin does, then wait for every job: one that ended without a result is
+*missing* (its folder is made, so the sweep's summary lists it and rerunning the command resumes it from its
+``last.ckpt``), one whose process raised outside the training (``FailedJobError``) is *failed* (``error.log``).
+``vitpos_local`` also tells its jobs how many run at once (``VITPOS_JOBS_AT_ONCE``), so ``threads=auto`` shares the
+cores. Hydra loads a launcher class only from the ``hydra_plugins`` package, hence this package.
 """
 
 from __future__ import annotations
@@ -41,17 +27,16 @@ try:
 except ImportError:  # the plugin is optional (pip install -e ".[cluster]"); without it there is nothing to extend
     LocalLauncher = SlurmLauncher = None
 
-#: the plugin release whose ``BaseSubmititLauncher.launch`` :meth:`WaitForEveryJob.launch` repeats, and the
-#: SHA-256 (first 16 hex digits) of that method's source: tests/test_submitit.py fails on any other, so an
-#: upgrade of the plugin is read against this override before it is trusted
+#: the plugin release whose ``BaseSubmititLauncher.launch`` :meth:`WaitForEveryJob.launch` repeats, and the SHA-256
+#: (16 hex digits) of that method's source: the tests fail on any other, so an upgrade is read against this override
 PLUGIN_VERSION, PLUGIN_LAUNCH_DIGEST = "1.2.0", "546875669010f80d"
 JOBS_AT_ONCE = "VITPOS_JOBS_AT_ONCE"  # read by vitpos.runtime.sweep_jobs in every job of vitpos_local
 log = logging.getLogger(__name__)
 
 
 def wait_for_every_job(jobs, first_num: int, sweep_dir: Path) -> list[JobReturn]:
-    """Each job's JobReturn in order; a job that ended without one gets an empty, completed one
-    and leaves its folder behind as missing (or failed, with ``error.log``)."""
+    """Each job's JobReturn in order; a job that ended without one gets an empty, completed one and leaves its
+    folder behind as missing (or failed, with ``error.log``)."""
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
     returns = []
@@ -67,9 +52,7 @@ def wait_for_every_job(jobs, first_num: int, sweep_dir: Path) -> list[JobReturn]
         folder.mkdir(parents=True, exist_ok=True)
         if problem is not None:
             (folder / "error.log").write_text(f"error: {problem}\n")
-        empty = JobReturn()
-        empty.status, empty.return_value = JobStatus.COMPLETED, None
-        returns.append(empty)
+        returns.append(JobReturn(status=JobStatus.COMPLETED))  # its return value: None
     return returns
 
 
@@ -77,10 +60,8 @@ class WaitForEveryJob:
     """The plugin's ``launch``, its results collected by :func:`wait_for_every_job`."""
 
     def launch(self, job_overrides, initial_job_idx):
-        """Submit as the plugin's ``launch`` does, then wait for every job. An override, not a call
-        of the plugin's: that one ends by reading each job's results in order and raises at the
-        first dead job, and it keeps its jobs to itself; so its executor set-up (the parameters'
-        names, the sweep folder, each job's arguments) is repeated here."""
+        """Submit as the plugin's ``launch`` does (which raises at the first dead job and keeps its jobs to itself,
+        so its executor set-up is repeated here), then wait for every job."""
         import submitit  # here, not at the top: Hydra imports this module at every plugin scan
 
         init = {"max_num_timeout"}  # the plugin's: an argument of the executor, the rest are parameters
@@ -115,9 +96,7 @@ if LocalLauncher is not None:
         """``hydra/launcher=vitpos_local``: ``submitit_local``, waiting for every job."""
 
         def __call__(self, *args, **kwargs):
-            """One job, in its own process (submitit unpickles this launcher there): the job count
-            in its environment first. Every job starts at once on this machine, each takes its
-            share of the cores."""
+            """One job, in its own process (submitit unpickles this launcher there), told the job count first."""
             os.environ[JOBS_AT_ONCE] = str(self.jobs_at_once)
             return super().__call__(*args, **kwargs)
 

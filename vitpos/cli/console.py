@@ -1,10 +1,8 @@
 """What a command prints: a user error as one line (:func:`run_main`), and a quiet training console.
 
-Lightning logs through its own ``lightning.*`` handlers, so ``configs/train.yaml`` sets Hydra's job
-and hydra logging to ``none``: nothing prints twice. Without a GPU, Lightning's device lines and
-torch's ``No CUDA runtime is found`` become one line (:func:`device_line`). Epochs a person reads
-count from 1 (``Epoch 1/3``), as the per-epoch lines and the best checkpoint's name do. A bar is
-drawn only on a terminal (:func:`shows_bar`); a log gets a line per epoch instead.
+Lightning logs through its own handlers (``configs/train.yaml`` turns Hydra's logging off: nothing prints twice);
+without a GPU its device lines become one (:func:`device_line`); epochs count from 1 (``Epoch 1/3``), as everywhere a
+person reads them; a bar is drawn only on a terminal (:func:`shows_bar`), a log gets a line per epoch instead.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ KNOWN_WARNINGS = (
 )
 
 RANK_ZERO = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
-#: Lightning's litlogger/tensorboardX tip and its ``Loading `train_dataloader` to estimate ...``: always dropped
-ADVERT = re.compile(r".*(litlogger|tensorboardX|to estimate number of stepping)", re.S)
+ADVERT = re.compile(r".*(litlogger|tensorboardX|to estimate number of stepping)", re.S)  # Lightning's tips: dropped
 #: dropped without a GPU only (:func:`device_line` says it in one line): Lightning's device and AMP
 #: lines, torch's CUDA_HOME note (cpp_extension, imported by torch.compile)
 LIGHTNING_DEVICE_LINES = re.compile(
@@ -77,8 +74,8 @@ def has_gpu() -> bool:
 
 
 def device_line(precision: object, threads: int | None = None) -> str | None:
-    """``no GPU: training on 2 CPU threads, bf16-mixed``, silencing :data:`NO_GPU_LINES` from now on; None
-    with a GPU (Lightning's lines name it) and on every rank but the first."""
+    """``no GPU: training on 2 CPU threads, bf16-mixed``, silencing :data:`NO_GPU_LINES` from now on; None with a GPU
+    (Lightning's lines name it) and on every rank but the first."""
     if has_gpu():
         return None
     import torch
@@ -92,16 +89,14 @@ def device_line(precision: object, threads: int | None = None) -> str | None:
 
 
 class _Stderr(logging.StreamHandler):
-    """Writes to the current ``sys.stderr``, not the one at creation: a swapped one (``capsys``,
-    ``redirect_stderr``) gets the ``vitpos`` lines and a closed one is never used."""
+    """Writes to the current ``sys.stderr``: a swapped one (``capsys``) gets the lines, a closed one is never used."""
 
     stream = property(lambda self: sys.stderr, lambda self, _value: None)  # StreamHandler.__init__ assigns it
 
 
 def quiet_console(side_by_side: bool = False) -> None:
-    """Silences :data:`KNOWN_WARNINGS` and sets up the ``vitpos`` logger (once). ``side_by_side``: parallel
-    jobs keep only labelled lines (the sweep's per-job lines, ``<run>/seed<k>: epoch ...``): setup lines go,
-    warnings and errors stay; the caller drops the final metrics block (metrics.json has it)."""
+    """Silences :data:`KNOWN_WARNINGS` and sets up the ``vitpos`` logger (once). ``side_by_side``: parallel jobs keep
+    only labelled lines (``<run>/seed<k>: epoch ...``), warnings and errors."""
     for message, _why in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     for name in RANK_ZERO:
@@ -124,9 +119,8 @@ def epoch_name(current_epoch: int, max_epochs: int | None) -> str:
 
 
 def shows_bar(wanted: bool) -> bool:
-    """Whether training draws a progress bar: asked for (``trainer.enable_progress_bar``) and standard
-    output is a terminal. Redirected to a file or a pipe, a bar writes nothing readable until the run
-    ends, so :class:`vitpos.callbacks.EpochLine` prints a line per epoch instead."""
+    """Asked for and standard output is a terminal: redirected, a bar writes nothing readable until the run ends
+    (:class:`vitpos.callbacks.EpochLine` prints a line per epoch instead)."""
     isatty = getattr(sys.stdout, "isatty", None)
     return bool(wanted) and callable(isatty) and bool(isatty())
 
@@ -158,7 +152,5 @@ def progress_bar(run_name: str):
 
 def summary_line(module) -> str:
     """One line in place of Lightning's model summary table."""
-    model = module.model
-    params = sum(p.numel() for p in model.parameters())
-    pos = sum(p.numel() for p in model.pos.parameters())
-    return f"model: {type(model).__name__}, {params / 1e3:.1f}k parameters ({pos / 1e3:.1f}k in the encoding)"
+    params, pos = (sum(p.numel() for p in m.parameters()) / 1e3 for m in (module.model, module.model.pos))
+    return f"model: {type(module.model).__name__}, {params:.1f}k parameters ({pos:.1f}k in the encoding)"

@@ -1,9 +1,7 @@
 """Hydra's multi-line composition errors as one :class:`UserError` line (``<option>: <what> (<fix>)``).
 
-``train.py`` hands a failed composition to :func:`override_error`. Keys suggested for a misspelt option
-come from the failed composition itself (OmegaConf's error carries the node the key was looked up in),
-so no second composition is needed. Hydra's own options (``hydra.*``, ``hydra/<group>=``) are worded the
-same way; a typed launcher option's rule comes from :func:`vitpos.checks.options.check_launcher`.
+Keys suggested for a misspelt option come from the failed composition itself (OmegaConf's error carries the
+node the key was looked up in), so no second composition is needed; ``hydra.*`` options are worded the same way.
 """
 
 from __future__ import annotations
@@ -24,9 +22,8 @@ NULL_GROUP = "Config group override must be a string or a list"  # optim=null: H
 
 
 def override_error(err: Exception, configs: Path, words: list[str] = ()) -> UserError:
-    """Hydra's composition error ``err`` as one :class:`UserError`: an unknown group option lists the
-    group's configs, an unknown key suggests the closest of its section (:func:`known_keys`), and a
-    group set to null (a plain ``ValueError``) is found among the command's ``words``."""
+    """Hydra's composition error ``err`` as one line; ``configs`` lists a group's options, ``words`` (the
+    command's overrides) name the key that failed where Hydra's exception does not."""
     text = str(err)
     if NULL_GROUP in text:
         return _null_group(words, configs) or UserError("command line", NULL_GROUP, "python train.py --help")
@@ -36,8 +33,12 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
         key = text.rpartition("'")[0].rpartition("'")[2].partition("=")[0]
         return UserError(key, "Hydra sweeps the run's options, not its own", f"one sweep per value: {key}=<value>")
     missing = _cause(err, lambda e: isinstance(e, MissingConfigException) and e.missing_cfg_file)
-    if missing is not None and "/" in missing.missing_cfg_file:
-        return _missing_config(missing, configs)
+    if missing is not None and "/" in missing.missing_cfg_file:  # <group>=<name> names no config
+        group, _, name = str(missing.missing_cfg_file).rpartition("/")
+        options = list(missing.options or ()) or config_names(configs, group)  # hydra/launcher: its plugins' too
+        return UserError(
+            group, f"no {'encoding' if group == 'encoding' else 'config'} {name!r}", f"valid: {', '.join(options)}"
+        )
     in_file = _unknown_file_key(err, words)
     if in_file is not None:
         return in_file
@@ -55,11 +56,11 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
 
 
 def _key_error(err: BaseException, key: str, text: str) -> UserError:
-    """The failed override of ``key``: a ``+`` for a key the config has, a ``~`` for one it lacks, else a key
-    no section has, with the closest of its section's keys (:func:`known_keys`) or the valid ones."""
-    if text.startswith("Could not append to config."):  # +key for a key the config has
+    """The failed override of ``key``: a ``+`` for a key the config has, a ``~`` for one it lacks, else a key no
+    section has, with the closest of its section's keys (:func:`known_keys`) or the valid ones."""
+    if text.startswith("Could not append to config."):
         return UserError(key, "is already set: a leading + adds a new key", f"drop the +: {key}=...")
-    if text.startswith("Could not delete from config."):  # ~key for a key it lacks
+    if text.startswith("Could not delete from config."):
         return UserError(key, "not in the config: nothing to delete", "python train.py --cfg job shows the config")
     section, _, leaf = key.rpartition(".")
     known = [k for k in known_keys(err, key) if not k.startswith("_")]  # _target_: the class, no option
@@ -89,7 +90,7 @@ def _unparsable(override: str) -> UserError:
 
 
 def config_names(configs: Path, group: str) -> list[str]:
-    """The options of the config group ``group``: its files under ``configs/``."""
+    """The options of the config group ``group``: its files (no torch: ``encoding``'s are the registry's names)."""
     return sorted(p.stem for p in (configs / group).glob("*.yaml"))
 
 
@@ -103,19 +104,9 @@ def _null_group(words: list[str], configs: Path) -> UserError | None:
     return None
 
 
-def _missing_config(err: MissingConfigException, configs: Path) -> UserError:
-    """``<group>=<name>`` names no config: list the options Hydra's exception carries (for ``hydra/launcher``,
-    its plugins' too), else the group's folder, which needs no torch (``encoding``'s are the registry names;
-    whether one suits images or sequences is the config check's job)."""
-    group, _, name = str(err.missing_cfg_file).rpartition("/")
-    options = list(err.options or ()) or config_names(configs, group)
-    what = "encoding" if group == "encoding" else "config"
-    return UserError(group, f"no {what} {name!r}", f"valid: {', '.join(options)}")
-
-
 def _wrong_type(key: str, cause: BaseException, words: list[str]) -> UserError:
-    """A value Hydra's typed config refuses (``hydra.launcher.timeout_min=abc``): the rule of
-    :data:`vitpos.checks.options.LAUNCHER` where it has one, else OmegaConf's words."""
+    """A value Hydra's typed config refuses (``hydra.launcher.timeout_min=abc``): :func:`check_launcher`'s rule
+    where it has one, else OmegaConf's words."""
     value = next((w.partition("=")[2] for w in words if w.partition("=")[0].lstrip("+~") == key), None)
     section, _, leaf = key.rpartition(".")
     if section == "hydra.launcher" and value is not None:
@@ -128,13 +119,10 @@ def _wrong_type(key: str, cause: BaseException, words: list[str]) -> UserError:
 
 
 def _unknown_file_key(err: BaseException, words: list[str]) -> UserError | None:
-    """A key that a YAML file sets and its group's schema (:mod:`vitpos.config`) does not have: OmegaConf's error
-    (Hydra raises it again, as its context) names the key and the schema; the file is the one Hydra names first
-    in its message (``In 'data/shapes'``: Hydra's exception has no field for it). None when the key was written on
-    the command line: the caller words that, with its ``+`` hint."""
-    found = err
-    while found is not None and not (isinstance(found, ConfigKeyError) and getattr(found, "full_key", None)):
-        found = found.__cause__ or found.__context__
+    """A key that a YAML file sets and its group's schema lacks: OmegaConf's error (Hydra's context) names the key
+    and the schema; the file is the one Hydra's message names first (``In 'data/shapes'``: no field has it).
+    None when the command line wrote the key: the caller words that, with its ``+`` hint."""
+    found = _cause(err, lambda e: isinstance(e, ConfigKeyError) and getattr(e, "full_key", None), context=True)
     option = schema_option(getattr(found, "object_type", None)) if found is not None else None
     key = str(getattr(found, "full_key", ""))
     if option is None or any(w.lstrip("+~").partition("=")[0] == key for w in words):
@@ -146,10 +134,9 @@ def _unknown_file_key(err: BaseException, words: list[str]) -> UserError | None:
 
 
 def _failed_key(err: BaseException, words: list[str]) -> str | None:
-    """The option whose override failed. OmegaConf's error in the cause chain names the key it looked up
-    (``full_key``); the command's word for that key (or for a key below it: ``nosuch.x`` when ``nosuch`` is
-    missing) gives the full name. Hydra's own refusals to append to an existing key or delete a missing one
-    carry no field: for those only, the key is read from Hydra's message, where it is quoted."""
+    """The option whose override failed: OmegaConf's ``full_key``, completed by the command's word for it or a key
+    below it (``nosuch.x`` when ``nosuch`` is missing). Hydra's refusals to append to an existing key or delete a
+    missing one have no field: for those only, the key is read from Hydra's message, where it is quoted."""
     lookup = _cause(err, lambda e: getattr(e, "full_key", None))
     full_key = str(lookup.full_key) if lookup is not None else None
     if full_key:
@@ -159,18 +146,19 @@ def _failed_key(err: BaseException, words: list[str]) -> str | None:
     return quoted.group(1) if quoted else None
 
 
-def _cause(err: BaseException | None, found) -> BaseException | None:
-    """The first exception in ``err``'s cause chain (``err`` included) for which ``found`` is true."""
+def _cause(err: BaseException | None, found, context: bool = False) -> BaseException | None:
+    """The first exception in ``err``'s cause chain (``err`` included; ``context``: its context too) that is
+    ``found``."""
     while err is not None and not found(err):
-        err = err.__cause__
+        err = err.__cause__ or (err.__context__ if context else None)
     return err
 
 
 def known_keys(err: BaseException, key: str) -> list[str]:
-    """The keys of the section holding ``key`` (``data`` for ``data.batch_sizee``), from the node in the OmegaConf error
-    that ``err`` wraps. Empty for a top-level key, a missing or non-mapping section, or when the error does not say."""
+    """The keys of the section holding ``key`` (``data`` for ``data.batch_sizee``), from the node of the OmegaConf
+    error ``err`` wraps; empty for a top-level key or when its section is missing too."""
     cause = _cause(err.__cause__, lambda e: hasattr(e, "parent_node"))
     node = getattr(cause, "parent_node", None)
     if "." not in key or not isinstance(node, DictConfig) or getattr(cause, "full_key", None) != key:
-        return []  # a top-level key, or not the leaf that was missing (its section is missing too)
+        return []
     return [str(k) for k in node.keys()]

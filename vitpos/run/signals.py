@@ -1,17 +1,13 @@
 """Stopping a run or a sweep on SIGINT (Ctrl-C) or SIGTERM: within seconds, at any phase, resumable.
 
-:func:`install` (by :class:`vitpos.run.sweep.SweepReport` while ``train.py`` runs) makes the first signal raise
-:class:`Stopped` in the job's process: a ``SystemExit`` (code 128 + signal), not a ``KeyboardInterrupt``, so it passes
+The first signal raises :class:`Stopped`, a ``SystemExit`` (code 128 + signal), not a ``KeyboardInterrupt``: it passes
 every ``except Exception`` of Hydra and the sweep, and Lightning re-raises it instead of exiting 1. ``last.ckpt`` stays
-at the last finished epoch, so rerunning the command resumes exactly. With joblib workers (``hydra/launcher=joblib``)
-the main process forwards the signal and waits up to :data:`GRACE` s. Later signals are ignored (``kill -9`` remains).
-The main process prints how to resume and skips the final garbage collection, which after ``torch.compile`` took 5-30 s.
-
-Outside ``train.py``'s Hydra app the handler defers to the one it replaced. Where this process stands
-is told to this module, not read off the stack: :func:`app` spans the app (:func:`vitpos.command.main`),
-and a job runs from :func:`job_started` (Hydra's ``on_job_start``) to :func:`job_ended` (the task
-function's end). An error raised after a stop (e.g. a killed ``g++``) is part of the stop: :func:`stopping`
-tells the sweep.
+at the last finished epoch, so rerunning the command resumes exactly. Joblib workers get the signal forwarded and up to
+:data:`GRACE` s; later signals are ignored (``kill -9`` remains). The main process prints how to resume and skips the
+final garbage collection, which after ``torch.compile`` took 5-30 s. Where this process stands is told to this module,
+not read off the stack: :func:`app` spans train.py's app, a job runs from :func:`job_started` (Hydra's
+``on_job_start``) to :func:`job_ended`; outside both, the replaced handler acts. An error raised after a stop (e.g. a
+killed ``g++``) is part of the stop: :func:`stopping` tells the sweep.
 """
 
 from __future__ import annotations
@@ -35,7 +31,6 @@ _previous: dict[int, object] = {}  # handlers replaced by install()
 _stop: int | None = None  # the signal that stopped this process
 _owner = False  # this process runs train.py's app (prints the resume line)
 _jobs_elsewhere = False  # jobs run in worker processes (joblib)
-_exit_hook = False
 _in_app = False  # train.py's Hydra app runs in this process (vitpos.command.main)
 _in_job = False  # a job runs in this process: from Hydra's on_job_start to the task function's end
 
@@ -57,45 +52,49 @@ def stopping() -> int | None:
 
 
 def raise_if_stopped() -> None:
-    """Raise :class:`Stopped` when a signal has stopped this process."""
     if _stop is not None:
         raise Stopped(_stop)
 
 
 def install(owner: bool = False, jobs_elsewhere: bool = False) -> None:
-    """Handle SIGINT and SIGTERM as a stop. ``owner``: this process runs the app; ``jobs_elsewhere``:
-    its jobs run in worker processes. Flags set by an earlier call are kept."""
-    global _owner, _jobs_elsewhere, _exit_hook
+    """Handle SIGINT and SIGTERM as a stop (in the main thread: handlers belong there). ``owner``: this process runs
+    the app; ``jobs_elsewhere``: its jobs run in worker processes. Flags set by an earlier call are kept."""
+    global _owner, _jobs_elsewhere
     if threading.current_thread() is not threading.main_thread():
-        return  # signal handlers belong to the main thread
+        return
     for signum in SIGNALS:
         if (current := signal.getsignal(signum)) is not _on_signal:
             _previous[signum] = current
             signal.signal(signum, _on_signal)
     _owner, _jobs_elsewhere = _owner or owner, _jobs_elsewhere or jobs_elsewhere
-    if owner and not _exit_hook:
+    if owner:
+        atexit.unregister(_at_exit)  # once, however often a process runs the app
         atexit.register(_at_exit)
-        _exit_hook = True
 
 
 def uninstall() -> None:
     """Restore the handlers :func:`install` replaced."""
     global _owner, _jobs_elsewhere
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for signum, handler in _previous.items():
-        if signal.getsignal(signum) is _on_signal:
-            signal.signal(signum, handler)
-    _previous.clear()
-    _owner = _jobs_elsewhere = False
+    if threading.current_thread() is threading.main_thread():
+        for signum, handler in _previous.items():
+            if signal.getsignal(signum) is _on_signal:
+                signal.signal(signum, handler)
+        _previous.clear()
+        _owner = _jobs_elsewhere = False
 
 
 def _on_signal(signum: int, frame) -> None:
     global _stop
     if _stop is not None:
         return  # the stop is under way
-    if not (_in_app or _in_job):  # outside train.py's app
-        return _pass_on(signum, frame)
+    if not (_in_app or _in_job):  # outside train.py's app: what the replaced handler would have done
+        previous = _previous.get(signum, signal.SIG_DFL)
+        if callable(previous):
+            return previous(signum, frame)
+        if previous != signal.SIG_IGN:  # the default action: end the process by that signal
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        return
     _stop = signum
     if not _owner:  # a worker: exit once the job has unwound
         threading.Thread(target=_leave_after_job, args=(128 + signum,), daemon=True).start()
@@ -127,19 +126,9 @@ def job_ended() -> None:
     _in_job = False
 
 
-def _pass_on(signum: int, frame) -> None:
-    """What the replaced handler would have done."""
-    previous = _previous.get(signum, signal.SIG_DFL)
-    if callable(previous):
-        previous(signum, frame)
-    elif previous != signal.SIG_IGN:  # the default action: end the process by that signal
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-
 def wind_down(signum: int, grace: float = GRACE) -> None:
-    """Forward ``signum`` to this process's children and wait up to ``grace`` s for them to end,
-    skipping children that ignore it (resource trackers)."""
+    """Forward ``signum`` to this process's children but those that ignore it (resource trackers), and wait up to
+    ``grace`` s for them to end."""
     children = [pid for pid in child_pids() if not ignores(pid, signum)]
     for pid in children:
         with contextlib.suppress(ProcessLookupError):
@@ -159,10 +148,9 @@ def _leave_after_job(code: int) -> None:
 
 
 def _at_exit() -> None:
-    """After a stop: print how to resume and skip the final garbage collection."""
-    if _stop is None:
-        return
-    gc.freeze()  # makes the interpreter's last collection empty
-    command = shlex.join(["python", *sys.argv])
-    sys.stdout.write(f"stopped by {signal.Signals(_stop).name}. To resume, run the same command again: {command}\n")
-    sys.stdout.flush()
+    """After a stop: print how to resume, and make the interpreter's last garbage collection empty."""
+    if _stop is not None:
+        gc.freeze()
+        command = shlex.join(["python", *sys.argv])
+        sys.stdout.write(f"stopped by {signal.Signals(_stop).name}. To resume, run the same command again: {command}\n")
+        sys.stdout.flush()

@@ -1,14 +1,10 @@
 """Sweeps (``python train.py -m ...``) that report every job and survive a failed one.
 
-A failed job writes its one-line error to ``<job folder>/error.log`` (``multirun/<date>/<time>/<n>/``; a
-finished one writes ``outcome.txt``), which ``python -m vitpos.compare multirun=...`` lists, and the sweep goes on.
-:class:`SweepReport` (a Hydra callback, ``hydra.callbacks``) prints a line per job start and end and a
-summary; ``train.py`` then exits 1 if any job failed. Bad options fail no job: the ``vitpos`` sweeper
-(hydra_plugins/vitpos_sweeper) checks every job first and refuses the whole sweep (:func:`refuse`).
-SIGINT/SIGTERM stop the sweep resumably (:mod:`vitpos.run.signals`).
-
-:func:`image_encodings` derives the encodings a full comparison sweeps from the registry
-(``${vitpos_image_encodings:}``), so a new encoding joins every comparison without a list to edit.
+A failed job writes its one-line error to ``<job folder>/error.log`` (a finished one ``outcome.txt``), which
+``python -m vitpos.compare multirun=...`` lists, and the sweep goes on; :class:`SweepReport` (``hydra.callbacks``)
+prints a line per job start and end and a summary, and ``train.py`` exits 1 if a job failed. Bad options fail no job:
+the ``vitpos`` sweeper refuses the whole sweep first (:func:`refuse`). :func:`image_encodings` derives what a full
+comparison sweeps from the registry, so a new encoding joins every comparison without a list to edit.
 """
 
 from __future__ import annotations
@@ -48,7 +44,7 @@ def image_encodings() -> list[str]:
 
 
 def register_resolver() -> None:
-    """From now on, ``${vitpos_image_encodings:}`` is :func:`image_encodings` as a comma list (a Hydra sweep)."""
+    """``${vitpos_image_encodings:}``: :func:`image_encodings` as a comma list (a Hydra sweep)."""
     OmegaConf.register_new_resolver("vitpos_image_encodings", lambda: ",".join(image_encodings()), replace=True)
 
 
@@ -68,9 +64,8 @@ def job_config(sweep_config: DictConfig) -> DictConfig:
     return cfg
 
 
-#: Hydra's own switch: set, Hydra raises a config it cannot compose instead of printing it in many lines and
-#: exiting 1, so train.py words it in one line (exit 2). Unset once the config composed, so a job's crash is
-#: reported as Hydra reports it.
+#: Hydra's own switch: set, Hydra raises a config it cannot compose (train.py words it in one line, exit 2) instead of
+#: printing many lines and exiting 1. Unset once the config composed, so a job's crash is reported as Hydra reports it.
 FULL_ERROR = "HYDRA_FULL_ERROR"
 _raising = False  # raise_composition_errors set FULL_ERROR and the config has not composed yet
 
@@ -89,7 +84,7 @@ def composing() -> bool:
 
 
 def composed() -> None:
-    """The command's config composed (a run or sweep starts): unset what :func:`raise_composition_errors` set."""
+    """The command's config composed: unset what :func:`raise_composition_errors` set."""
     global _raising
     if _raising:
         os.environ.pop(FULL_ERROR, None)
@@ -97,8 +92,8 @@ def composed() -> None:
 
 
 def refuse(err: BaseException) -> NoReturn:
-    """Refuse the command (a sweep before its first job, a run, an override): one line ``error: ...``, exit code 2
-    (the input was wrong, not the program). A ``SystemExit``, so Hydra passes it on without its own report."""
+    """Refuse the command: ``error: ...``, exit 2 (the input was wrong, not the program), as a ``SystemExit`` that
+    Hydra passes on without its own report."""
     signals.uninstall()
     _failed.clear()
     print(f"error: {err}", file=sys.stderr)
@@ -106,18 +101,15 @@ def refuse(err: BaseException) -> NoReturn:
 
 
 def record_failure(job_dir: str | Path, err: BaseException) -> str:
-    """Write ``error: <message>`` to the job's ``error.log`` and return it; after a stop, stop instead
-    (the error is the stop's doing, :mod:`vitpos.run.signals`)."""
+    """Write ``error: <first line>`` to the job's ``error.log`` and return it; after a stop, stop instead."""
     signals.raise_if_stopped()
     line = f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-    folder = Path(job_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / ERROR_FILE).write_text(line + "\n")
+    Path(job_dir).mkdir(parents=True, exist_ok=True)
+    (Path(job_dir) / ERROR_FILE).write_text(line + "\n")
     return line
 
 
 def record_outcome(job_dir: str | Path, metrics: dict[str, float], run_folder: Path) -> None:
-    """Write ``test/acc`` and the run folder to ``outcome.txt``."""
     (Path(job_dir) / OUTCOME_FILE).write_text(f"test/acc {metrics.get('test/acc', float('nan')):.4f} ({run_folder})\n")
 
 
@@ -132,8 +124,13 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
+def sweep_failed() -> bool:
+    """Whether the sweep this process just ran had a failed (or missing) job."""
+    return bool(_failed)
+
+
 class SweepReport(Callback):
-    """Per-job start/end lines and the sweep's summary."""
+    """Per-job start/end lines and the sweep's summary; installs the stop handler (:mod:`vitpos.run.signals`)."""
 
     def __init__(self) -> None:
         self.start: dict[int, float] = {}
@@ -150,7 +147,7 @@ class SweepReport(Callback):
 
     def on_run_start(self, config, jobs_elsewhere: bool = False, **kwargs) -> None:
         composed()  # a sweep's config: the sweeper words a job's composition error itself
-        _failed.clear()  # forget an earlier sweep in this process: a run or sweep reports only its own outcome
+        _failed.clear()  # a run or sweep reports only its own outcome
         signals.install(owner=True, jobs_elsewhere=jobs_elsewhere)
 
     def on_run_end(self, config, **kwargs) -> None:
@@ -160,49 +157,42 @@ class SweepReport(Callback):
         signals.install()  # a joblib worker needs its own handler
         signals.raise_if_stopped()  # no new job after a stop
         signals.job_started()
-        if not in_sweep(config.hydra):
-            return
-        self.start[config.hydra.job.num] = time.perf_counter()
-        for name in (ERROR_FILE, OUTCOME_FILE):  # left by an earlier attempt: stale
-            (Path(config.hydra.runtime.output_dir) / name).unlink(missing_ok=True)
-        overrides = " ".join(str(o) for o in config.hydra.overrides.task) or "(no overrides)"
-        say(f"[job {config.hydra.job.num}] start: {overrides}")
+        if in_sweep(config.hydra):
+            self.start[config.hydra.job.num] = time.perf_counter()
+            for name in (ERROR_FILE, OUTCOME_FILE):  # left by an earlier attempt: stale
+                (Path(config.hydra.runtime.output_dir) / name).unlink(missing_ok=True)
+            overrides = " ".join(str(o) for o in config.hydra.overrides.task) or "(no overrides)"
+            say(f"[job {config.hydra.job.num}] start: {overrides}")
 
     def on_job_end(self, config, job_return, **kwargs) -> None:
         signals.job_ended()
-        if not in_sweep(config.hydra):
-            return
-        num = config.hydra.job.num
-        minutes = (time.perf_counter() - self.start.pop(num, time.perf_counter())) / 60
-        folder = Path(config.hydra.runtime.output_dir)
-        found = [folder / name for name in (ERROR_FILE, OUTCOME_FILE) if (folder / name).exists()]
-        say(f"[job {num}] end after {minutes:.1f} min: {found[0].read_text().strip() if found else 'done'}")
+        if in_sweep(config.hydra):
+            num, folder = config.hydra.job.num, Path(config.hydra.runtime.output_dir)
+            minutes = (time.perf_counter() - self.start.pop(num, time.perf_counter())) / 60
+            found = [folder / name for name in (ERROR_FILE, OUTCOME_FILE) if (folder / name).exists()]
+            say(f"[job {num}] end after {minutes:.1f} min: {found[0].read_text().strip() if found else 'done'}")
 
     def on_multirun_end(self, config, **kwargs) -> None:
         signals.uninstall()
         sweep = Path(config.hydra.sweep.dir)
         jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()) if sweep.is_dir() else []
         failed = [p for p in jobs if (p / ERROR_FILE).exists()]
-        # neither file: killed, preempted or never ran
-        missing = [p for p in jobs if p not in failed and not (p / OUTCOME_FILE).exists()]
+        missing = [p for p in jobs if p not in failed and not (p / OUTCOME_FILE).exists()]  # killed or never ran
         _failed[:] = [f"failed: {p}: {(p / ERROR_FILE).read_text().strip()}" for p in failed]
         _failed.extend(f"missing: {p}: no result (killed or preempted: rerun the sweep to resume it)" for p in missing)
-        finished = len(jobs) - len(failed) - len(missing)
         counted = f"{len(jobs)} job{'s' * (len(jobs) != 1)}"
+        finished = len(jobs) - len(failed) - len(missing)
         say(f"sweep {sweep}: {counted}, {len(failed)} failed, {len(missing)} missing, {finished} finished")
-        for line in _failed:
-            say(f"  {line}")
-        limit = config.hydra.launcher.get("timeout_min")  # submitit kills jobs past it
-        if missing and limit is not None:
-            say(f"  a missing job may have run out of time: hydra.launcher.timeout_min={limit} (minutes; raise it)")
-        if (sweep / ".submitit").is_dir():  # submitit: per-job logs
-            say(f"  job logs: {sweep}/.submitit/<job id>/")
+        lines = list(_failed)
+        if missing and (limit := config.hydra.launcher.get("timeout_min")) is not None:  # submitit kills jobs past it
+            lines.append(
+                f"a missing job may have run out of time: hydra.launcher.timeout_min={limit} (minutes; raise it)"
+            )
+        if (sweep / ".submitit").is_dir():
+            lines.append(f"job logs: {sweep}/.submitit/<job id>/")
         if jobs:  # runs=<run.root>/<run.group> when the sweep's jobs share a group
             run = config.get("run") or {}
             runs = f"{run.get('root', 'runs')}/{run['group']}" if run.get("group") else run.get("root", "runs")
-            say(f"  python -m vitpos.compare runs={runs} multirun=[{sweep}]")
-
-
-def sweep_failed() -> bool:
-    """Whether the sweep this process just ran had a failed (or missing) job."""
-    return bool(_failed)
+            lines.append(f"python -m vitpos.compare runs={runs} multirun=[{sweep}]")
+        for line in lines:
+            say(f"  {line}")

@@ -47,23 +47,44 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
         key = str(deleted.full_key)
         return UserError(key, "an option of its group cannot be deleted", f"give it a value instead: {key}=...")
     typed = _cause(err, lambda e: isinstance(e, ValidationError))
-    if typed is not None and getattr(typed, "full_key", None):
-        return _wrong_type(str(typed.full_key), typed, words)
-    key = _failed_key(err, words)
-    if key is not None:
-        return _key_error(err, key, text)
-    return UserError("command line", " ".join(text.split())[:300], "python train.py --help")
+    if typed is not None and getattr(typed, "full_key", None):  # a value the typed config refuses
+        key = str(typed.full_key)
+        value = next((w.partition("=")[2] for w in words if w.partition("=")[0].lstrip("+~") == key), None)
+        section, _, leaf = key.rpartition(".")
+        if section == "hydra.launcher" and value is not None:  # hydra.launcher.timeout_min=abc: the option's rule
+            try:
+                check_launcher({leaf: value})
+            except UserError as rule:
+                return rule
+        what = str(typed).splitlines()[0] if str(typed) else type(typed).__name__
+        return UserError(key, what, "python train.py --cfg hydra shows Hydra's options and their values")
+    fallback = UserError("command line", " ".join(text.split())[:300], "python train.py --help")
+    return _key_error(err, words, text) or fallback
 
 
-def _key_error(err: BaseException, key: str, text: str) -> UserError:
-    """The failed override of ``key``: a ``+`` for a key the config has, a ``~`` for one it lacks, else a key no
-    section has, with the closest of its section's keys (:func:`known_keys`) or the valid ones."""
+def _key_error(err: BaseException, words: list[str], text: str) -> UserError | None:
+    """The failed override of a key, named by OmegaConf's error (``full_key``; the command's word for it or for a key
+    below it: ``nosuch.x`` when ``nosuch`` is missing), whose node holds its section's keys for a suggestion. Hydra's
+    refusals to append to a key the config has (``+``) or delete one it lacks (``~``) carry no field: for those only,
+    the key is read from Hydra's message, where it is quoted."""
+    lookup = _cause(err, lambda e: getattr(e, "full_key", None))
+    if lookup is not None:
+        full = str(lookup.full_key)
+        keys = [w.partition("=")[0].lstrip("+~") for w in words]
+        key = next((k for k in keys if k == full or k.startswith(full + ".")), full)
+    elif quoted := re.match(r"Could not (?:append to|delete from) config\.[^']*'([^'=]+)'", text):
+        key = quoted.group(1)
+    else:
+        return None
     if text.startswith("Could not append to config."):
         return UserError(key, "is already set: a leading + adds a new key", f"drop the +: {key}=...")
     if text.startswith("Could not delete from config."):
         return UserError(key, "not in the config: nothing to delete", "python train.py --cfg job shows the config")
     section, _, leaf = key.rpartition(".")
-    known = [k for k in known_keys(err, key) if not k.startswith("_")]  # _target_: the class, no option
+    found = _cause(err.__cause__, lambda e: hasattr(e, "parent_node"))
+    node = getattr(found, "parent_node", None)  # the section the key was looked up in (missing too: none)
+    in_node = section and isinstance(node, DictConfig) and getattr(found, "full_key", None) == key
+    known = [str(k) for k in node.keys() if not str(k).startswith("_")] if in_node else []  # _target_: no option
     close = difflib.get_close_matches(leaf, known, n=1)
     prefix = section + "." if section else ""
     valid = f"valid: {', '.join(prefix + k for k in known)}"
@@ -104,20 +125,6 @@ def _null_group(words: list[str], configs: Path) -> UserError | None:
     return None
 
 
-def _wrong_type(key: str, cause: BaseException, words: list[str]) -> UserError:
-    """A value Hydra's typed config refuses (``hydra.launcher.timeout_min=abc``): :func:`check_launcher`'s rule
-    where it has one, else OmegaConf's words."""
-    value = next((w.partition("=")[2] for w in words if w.partition("=")[0].lstrip("+~") == key), None)
-    section, _, leaf = key.rpartition(".")
-    if section == "hydra.launcher" and value is not None:
-        try:
-            check_launcher({leaf: value})
-        except UserError as err:
-            return err
-    what = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-    return UserError(key, what, "python train.py --cfg hydra shows Hydra's options and their values")
-
-
 def _unknown_file_key(err: BaseException, words: list[str]) -> UserError | None:
     """A key that a YAML file sets and its group's schema lacks: OmegaConf's error (Hydra's context) names the key
     and the schema; the file is the one Hydra's message names first (``In 'data/shapes'``: no field has it).
@@ -133,32 +140,9 @@ def _unknown_file_key(err: BaseException, words: list[str]) -> UserError | None:
     return UserError(key, f"no such option (set in {file})", f"valid: {valid}")
 
 
-def _failed_key(err: BaseException, words: list[str]) -> str | None:
-    """The option whose override failed: OmegaConf's ``full_key``, completed by the command's word for it or a key
-    below it (``nosuch.x`` when ``nosuch`` is missing). Hydra's refusals to append to an existing key or delete a
-    missing one have no field: for those only, the key is read from Hydra's message, where it is quoted."""
-    lookup = _cause(err, lambda e: getattr(e, "full_key", None))
-    full_key = str(lookup.full_key) if lookup is not None else None
-    if full_key:
-        keys = [w.partition("=")[0].lstrip("+~") for w in words]
-        return next((k for k in keys if k == full_key or k.startswith(full_key + ".")), full_key)
-    quoted = re.match(r"Could not (?:append to|delete from) config\.[^']*'([^'=]+)'", str(err))
-    return quoted.group(1) if quoted else None
-
-
 def _cause(err: BaseException | None, found, context: bool = False) -> BaseException | None:
     """The first exception in ``err``'s cause chain (``err`` included; ``context``: its context too) that is
     ``found``."""
     while err is not None and not found(err):
         err = err.__cause__ or (err.__context__ if context else None)
     return err
-
-
-def known_keys(err: BaseException, key: str) -> list[str]:
-    """The keys of the section holding ``key`` (``data`` for ``data.batch_sizee``), from the node of the OmegaConf
-    error ``err`` wraps; empty for a top-level key or when its section is missing too."""
-    cause = _cause(err.__cause__, lambda e: hasattr(e, "parent_node"))
-    node = getattr(cause, "parent_node", None)
-    if "." not in key or not isinstance(node, DictConfig) or getattr(cause, "full_key", None) != key:
-        return []
-    return [str(k) for k in node.keys()]

@@ -67,7 +67,7 @@ def run(cfg: DictConfig) -> float:
         if in_sweep:
             sweep.record_outcome(hydra_cfg.runtime.output_dir, metrics, run_dir(cfg))
     finally:
-        signals.job_ended()
+        signals.job_running(False)
     return metrics.get("val/acc_best", metrics.get("test/acc", float("nan")))
 
 

@@ -1,14 +1,11 @@
-"""``hydra/launcher=vitpos_slurm`` and ``vitpos_local``: Hydra's ``submitit_slurm`` and ``submitit_local``
-(``hydra-submitit-launcher``), same options, made to wait for every job of a sweep.
+"""``hydra/launcher=vitpos_slurm`` and ``vitpos_local``: the ``hydra-submitit-launcher`` plugin's ``submitit_slurm``
+and ``submitit_local``, same options, waiting for every job of a sweep.
 
-The plugin collects its jobs' results in order with ``job.results()``, which raises for a job whose process ended
-without a result (SIGKILL, a preempted node, a wall-time limit): the launching process stops at the first such job
-while others may still run, and nothing reports them; a sweep of thousands of jobs must not need a person at the
-terminal. These subclasses submit as the plugin does, then wait for every job: one that ended without a result is
-*missing* (its folder is made, so the sweep's summary lists it and rerunning the command resumes it from its
-``last.ckpt``), one whose process raised outside the training (``FailedJobError``) is *failed* (``error.log``).
-``vitpos_local`` also tells its jobs how many run at once (``VITPOS_JOBS_AT_ONCE``), so ``threads=auto`` shares the
-cores. Hydra loads a launcher class only from the ``hydra_plugins`` package, hence this package.
+The plugin reads its jobs' results in order and raises at the first job whose process ended without one (SIGKILL, a
+preempted node, a time limit), while others may still run and nothing reports them. Here such a job is *missing* (its
+folder is made: the summary lists it, the same command resumes it), one whose process raised outside the training is
+*failed* (``error.log``). ``vitpos_local`` tells its jobs how many run at once (``VITPOS_JOBS_AT_ONCE``:
+``threads=auto`` shares the cores). Hydra loads launchers only from ``hydra_plugins``.
 """
 
 from __future__ import annotations

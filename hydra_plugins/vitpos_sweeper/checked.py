@@ -1,14 +1,10 @@
 """``hydra/sweeper=vitpos``: the jobs of Hydra's basic sweeper, every one composed and checked before any is launched.
 
-Hydra's basic sweeper composes each batch of jobs just before launching it and checks nothing but the composition: a
-job the config check refuses (an encoding for sequences in an image sweep) ran, failed, and the sweep went on; a
-launcher option out of range reached the launcher as given. :class:`CheckedSweeper` makes the same jobs in the same
-order with Hydra's public override API (:func:`job_overrides`), checks the launcher's options, composes every job with
-the config loader Hydra hands every sweeper (as the launcher will: each job is composed twice, as with the basic
-sweeper) and runs the config check on the config the job gets. The first problem refuses the whole sweep in one line,
-exit 2, with nothing written. Then it holds ``<hydra.sweep.dir>/.lock`` (two sweeps sharing job folders read each
-other's outcomes), writes ``multirun.yaml`` and launches the jobs in batches of ``max_batch_size``. Hydra loads a
-sweeper class only from the ``hydra_plugins`` package, hence this package.
+Hydra's basic sweeper composes each batch just before launching it: a job the config check refuses ran, failed, and the
+sweep went on. :class:`CheckedSweeper` makes the same jobs in the same order (:func:`job_overrides`), checks the
+launcher's options, composes each job as its launcher will and checks the config the job gets; the first problem
+refuses the whole sweep in one line, exit 2, nothing written. Then it holds ``<hydra.sweep.dir>/.lock`` (two sweeps in
+one folder read each other's outcomes) and launches in batches. Hydra loads sweepers only from ``hydra_plugins``.
 """
 
 from __future__ import annotations

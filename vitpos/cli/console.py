@@ -38,8 +38,8 @@ KNOWN_WARNINGS = (
 
 RANK_ZERO = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 ADVERT = re.compile(r".*(litlogger|tensorboardX|to estimate number of stepping)", re.S)  # Lightning's tips: dropped
-#: dropped without a GPU only (:func:`device_line` says it in one line): Lightning's device and AMP
-#: lines, torch's CUDA_HOME note (cpp_extension, imported by torch.compile)
+#: dropped without a GPU only (:func:`device_line` says it in one line): Lightning's device and AMP lines, torch's
+#: CUDA_HOME note (cpp_extension, imported by torch.compile)
 LIGHTNING_DEVICE_LINES = re.compile(
     r"(GPU|TPU|HPU|IPU) available: False\b|Using (16bit|bfloat16) Automatic Mixed Precision \(AMP\)$"
 )
@@ -69,8 +69,7 @@ def has_gpu() -> bool:
     """A CUDA or MPS device is there (what ``accelerator=auto`` would pick)."""
     import torch
 
-    mps = getattr(torch.backends, "mps", None)
-    return torch.cuda.is_available() or bool(mps is not None and mps.is_available())
+    return torch.cuda.is_available() or torch.backends.mps.is_available()
 
 
 def device_line(precision: object, threads: int | None = None) -> str | None:

@@ -1,13 +1,9 @@
 """Stopping a run or a sweep on SIGINT (Ctrl-C) or SIGTERM: within seconds, at any phase, resumable.
 
-The first signal raises :class:`Stopped`, a ``SystemExit`` (code 128 + signal), not a ``KeyboardInterrupt``: it passes
-every ``except Exception`` of Hydra and the sweep, and Lightning re-raises it instead of exiting 1. ``last.ckpt`` stays
-at the last finished epoch, so rerunning the command resumes exactly. Joblib workers get the signal forwarded and up to
-:data:`GRACE` s; later signals are ignored (``kill -9`` remains). The main process prints how to resume and skips the
-final garbage collection, which after ``torch.compile`` took 5-30 s. Where this process stands is told to this module,
-not read off the stack: :func:`app` spans train.py's app, a job runs from :func:`job_started` (Hydra's
-``on_job_start``) to :func:`job_ended`; outside both, the replaced handler acts. An error raised after a stop (e.g. a
-killed ``g++``) is part of the stop: :func:`stopping` tells the sweep.
+The first signal raises :class:`Stopped`, a ``SystemExit`` (128 + signal) that passes every ``except Exception`` of
+Hydra and the sweep and that Lightning re-raises; ``last.ckpt`` stays at the last finished epoch, so the same command
+resumes. Joblib workers get the signal forwarded; later signals are ignored. Where this process stands is told to this
+module, not read off the stack (:func:`app`, :func:`job_running`); outside train.py's app the replaced handler acts.
 """
 
 from __future__ import annotations
@@ -47,7 +43,7 @@ class Stopped(SystemExit):
 
 
 def stopping() -> int | None:
-    """The signal that stopped this process, or None."""
+    """The signal that stopped this process, or None (an error after a stop, e.g. a killed ``g++``, is the stop's)."""
     return _stop
 
 
@@ -57,8 +53,8 @@ def raise_if_stopped() -> None:
 
 
 def install(owner: bool = False, jobs_elsewhere: bool = False) -> None:
-    """Handle SIGINT and SIGTERM as a stop (in the main thread: handlers belong there). ``owner``: this process runs
-    the app; ``jobs_elsewhere``: its jobs run in worker processes. Flags set by an earlier call are kept."""
+    """Handle SIGINT and SIGTERM as a stop (main thread only); ``owner``: this process runs the app, ``jobs_elsewhere``:
+    in worker processes. Flags set by an earlier call are kept."""
     global _owner, _jobs_elsewhere
     if threading.current_thread() is not threading.main_thread():
         return
@@ -114,21 +110,15 @@ def app():
         _in_app = outer
 
 
-def job_started() -> None:
-    """A job's start (Hydra's ``on_job_start``; in a worker process, the only sign of the app)."""
+def job_running(running: bool) -> None:
+    """A job starts (Hydra's ``on_job_start``; in a worker process, the only sign of the app) or ends, however it
+    ended (the task function's ``finally``; Hydra's ``on_job_end``)."""
     global _in_job
-    _in_job = True
-
-
-def job_ended() -> None:
-    """A job's end, however it ended (the task function's ``finally``; Hydra's ``on_job_end``)."""
-    global _in_job
-    _in_job = False
+    _in_job = running
 
 
 def wind_down(signum: int, grace: float = GRACE) -> None:
-    """Forward ``signum`` to this process's children but those that ignore it (resource trackers), and wait up to
-    ``grace`` s for them to end."""
+    """Forward ``signum`` to the children that do not ignore it (not resource trackers); wait ``grace`` s for them."""
     children = [pid for pid in child_pids() if not ignores(pid, signum)]
     for pid in children:
         with contextlib.suppress(ProcessLookupError):
@@ -139,7 +129,7 @@ def wind_down(signum: int, grace: float = GRACE) -> None:
 
 
 def _leave_after_job(code: int) -> None:
-    """Exit this worker once its stopped job has unwound (:func:`job_ended`: checkpoints and folder released)."""
+    """Exit this worker once its stopped job has unwound (checkpoints and folder released)."""
     while _in_job:
         time.sleep(0.05)
     sys.stdout.flush()
@@ -148,9 +138,8 @@ def _leave_after_job(code: int) -> None:
 
 
 def _at_exit() -> None:
-    """After a stop: print how to resume, and make the interpreter's last garbage collection empty."""
+    """After a stop: print how to resume; skip the last garbage collection (5-30 s after ``torch.compile``)."""
     if _stop is not None:
         gc.freeze()
         command = shlex.join(["python", *sys.argv])
-        sys.stdout.write(f"stopped by {signal.Signals(_stop).name}. To resume, run the same command again: {command}\n")
-        sys.stdout.flush()
+        print(f"stopped by {signal.Signals(_stop).name}. To resume, run the same command again: {command}", flush=True)

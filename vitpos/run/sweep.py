@@ -156,7 +156,7 @@ class SweepReport(Callback):
     def on_job_start(self, config, **kwargs) -> None:
         signals.install()  # a joblib worker needs its own handler
         signals.raise_if_stopped()  # no new job after a stop
-        signals.job_started()
+        signals.job_running(True)
         if in_sweep(config.hydra):
             self.start[config.hydra.job.num] = time.perf_counter()
             for name in (ERROR_FILE, OUTCOME_FILE):  # left by an earlier attempt: stale
@@ -165,7 +165,7 @@ class SweepReport(Callback):
             say(f"[job {config.hydra.job.num}] start: {overrides}")
 
     def on_job_end(self, config, job_return, **kwargs) -> None:
-        signals.job_ended()
+        signals.job_running(False)
         if in_sweep(config.hydra):
             num, folder = config.hydra.job.num, Path(config.hydra.runtime.output_dir)
             minutes = (time.perf_counter() - self.start.pop(num, time.perf_counter())) / 60
@@ -183,16 +183,13 @@ class SweepReport(Callback):
         counted = f"{len(jobs)} job{'s' * (len(jobs) != 1)}"
         finished = len(jobs) - len(failed) - len(missing)
         say(f"sweep {sweep}: {counted}, {len(failed)} failed, {len(missing)} missing, {finished} finished")
-        lines = list(_failed)
+        for line in _failed:
+            say(f"  {line}")
         if missing and (limit := config.hydra.launcher.get("timeout_min")) is not None:  # submitit kills jobs past it
-            lines.append(
-                f"a missing job may have run out of time: hydra.launcher.timeout_min={limit} (minutes; raise it)"
-            )
+            say(f"  a missing job may have run out of time: hydra.launcher.timeout_min={limit} (minutes; raise it)")
         if (sweep / ".submitit").is_dir():
-            lines.append(f"job logs: {sweep}/.submitit/<job id>/")
+            say(f"  job logs: {sweep}/.submitit/<job id>/")
         if jobs:  # runs=<run.root>/<run.group> when the sweep's jobs share a group
             run = config.get("run") or {}
             runs = f"{run.get('root', 'runs')}/{run['group']}" if run.get("group") else run.get("root", "runs")
-            lines.append(f"python -m vitpos.compare runs={runs} multirun=[{sweep}]")
-        for line in lines:
-            say(f"  {line}")
+            say(f"  python -m vitpos.compare runs={runs} multirun=[{sweep}]")

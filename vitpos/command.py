@@ -20,6 +20,7 @@ from vitpos.cli.hydra_errors import override_error
 from vitpos.cli.train_help import encoding_lines, group_lines, option_lines  # --help's lists; no torch
 from vitpos.errors import InputError
 from vitpos.run import signals, sweep
+from vitpos.validate import validate
 
 SWEEP_WORDS = ("-m", "--multirun")
 CONFIG_DIR_WORDS = ("--config-dir", "-cd")  # a folder of the user's own group options, searched first
@@ -39,8 +40,6 @@ sweep.register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="train")  # absolute: also when imported
 def run(cfg: DictConfig) -> float:
     """One job of Hydra's: check the composed ``cfg``, train it; in a sweep, record how it ended."""
-    from vitpos.validate import validate
-
     sweep.composed()  # Hydra reports this job's own errors again (the callback did already, where configured)
     hydra_cfg = HydraConfig.get()
     sweep.name_model(cfg, hydra_cfg.runtime.choices)  # the model's config name for the run folder

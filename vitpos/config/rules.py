@@ -1,13 +1,10 @@
-"""The rule kinds of the one options schema, and :func:`option`, the field helper every schema field with a rule
-(and every tool's ``key=value`` option, :mod:`vitpos.cli.options`) is declared with.
+"""The rule kinds of the one options schema and :func:`option`, the one field helper of the config schemas and of
+the tools' ``key=value`` options (:mod:`vitpos.cli.options`).
 
-A field's metadata holds its ``help`` line and its ``rule``: the kind and bounds (:class:`Int`, :class:`Number`,
-:class:`Flag`; :class:`Given` where another check owns the rule) and its part in the run's identity (``defines``,
-``as_before``: :mod:`vitpos.run.identity`). :func:`rules` walks schemas into ``dotted name -> rule``: the config
-check, ``python train.py --help``, the config fuzzer and the run identity all read the table it builds
-(:data:`vitpos.config.OPTIONS`), whose rules are the very objects the fields hold. A rule shared by several
-schemas (``data.batch_size`` of every data set) is one module constant attached to each field. An integer option
-refuses ``true`` (YAML's ``data.train_len=true`` is Python's 1): :func:`vitpos.sizes.is_integer`.
+A field's metadata holds its ``help`` and its ``rule``: kind and bounds (:class:`Given`: another check owns it) and
+part in the run's identity (``defines``, ``as_before``). :func:`rules` walks schemas into ``dotted name -> rule``
+(:data:`vitpos.config.OPTIONS`: the objects the fields hold), which the config check, ``python train.py --help``,
+the config fuzzer and the run identity read. An integer refuses ``true``: :func:`vitpos.sizes.is_integer`.
 """
 
 from __future__ import annotations
@@ -122,10 +119,9 @@ class Given(Spec):
 
 def option(default: Any = MISSING, help: str = "", rule: Spec | None = None, *, metavar: str | None = None,  # noqa: A002
            **meta) -> Any:  # fmt: skip
-    """A dataclass field with its metadata: ``help`` (default: the rule's), ``rule`` (checked where the field is
-    read: :func:`check_value`), ``metavar`` (a tool's --help, after ``key=``) and a tool's ``meta``:
-    ``required=True`` (implied by no default), ``repeat=True`` (``key=a key=b`` gives ``[a, b]``), ``words=True``
-    (a list also filled by bare words, like a subcommand), ``choices=[...]``, ``default_text``, ``example``."""
+    """A dataclass field; metadata: ``help`` (default: the rule's), ``rule`` (:func:`check_value`), and for a tool
+    ``metavar`` (after ``key=`` in --help), ``required`` (no default), ``repeat`` (``key=a key=b``: ``[a, b]``),
+    ``words`` (a list bare words fill, like a subcommand), ``choices``, ``default_text``, ``example``."""
     meta = {"help": help or (rule.help if rule else ""), "metavar": metavar, "rule": rule, **meta}
     if default is MISSING:
         meta["required"] = True

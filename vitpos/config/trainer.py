@@ -7,19 +7,15 @@ the config check asks Lightning whether it takes it (:mod:`vitpos.checks.options
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from vitpos.config.rules import Flag, Given, Int, Number, option
 
-
-def lightning(what: str) -> Given:
-    """A key whose values Lightning's ``Trainer`` judges (:mod:`vitpos.checks.options` asks it): speed and
-    placement, no part of the run's identity."""
-    return Given("Lightning's Trainer takes", defines=False, help=what)
-
-
-ACCELERATOR = lightning("cpu, gpu or auto")
-DEVICES = lightning("devices per node")
+#: a key whose values Lightning's ``Trainer`` judges (the config check asks it): no part of the run's identity
+lightning = partial(Given, "Lightning's Trainer takes", defines=False)
+ACCELERATOR = lightning(help="cpu, gpu or auto")
+DEVICES = lightning(help="devices per node")
 
 
 @dataclass
@@ -37,7 +33,7 @@ class DefaultTrainer:
     check_val_every_n_epoch: Any = option(1, rule=Int(1, null=True, help="validate every n epochs"))
     deterministic: Any = False
     enable_progress_bar: Any = option(True, rule=Flag(defines=False, help="Lightning's progress bar"))
-    fast_dev_run: Any = option(False, rule=lightning("one batch of each loop, nothing saved"))  # debug=fast
+    fast_dev_run: Any = option(False, rule=lightning(help="one batch of each loop, nothing saved"))  # debug=fast
 
 
 @dataclass
@@ -54,8 +50,8 @@ class DdpTrainer(DefaultTrainer):
     """Data-parallel training (configs/trainer/ddp.yaml says how to start it on one or several nodes)."""
 
     precision: Any = "bf16-mixed"
-    num_nodes: Any = option(1, rule=lightning("nodes (trainer=ddp)"))
-    strategy: Any = option("ddp", rule=lightning("ddp and the like (trainer=ddp)"))
+    num_nodes: Any = option(1, rule=lightning(help="nodes (trainer=ddp)"))
+    strategy: Any = option("ddp", rule=lightning(help="ddp and the like (trainer=ddp)"))
 
 
 @dataclass
@@ -63,5 +59,5 @@ class LightningKeys:
     """``Trainer`` keys no trainer config sets, added with ``+``: not registered (a config gains them only when
     a command adds them), declared for their help and their part in the run's identity."""
 
-    enable_model_summary: Any = option(True, rule=lightning("print the model's layers"))
-    default_root_dir: Any = option(None, rule=lightning("Lightning's own folder (runs go under run.root)"))
+    enable_model_summary: Any = option(True, rule=lightning(help="print the model's layers"))
+    default_root_dir: Any = option(None, rule=lightning(help="Lightning's own folder (runs go under run.root)"))

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_command
 
-from vitpos.cli.options import expand_paths, option, parse_options
+from vitpos.cli.options import expand_paths, help_text, option, parse_options
+from vitpos.config.rules import Int, Number
 from vitpos.encodings import list_encodings
 from vitpos.errors import UserError
 
@@ -68,8 +69,8 @@ def test_train_help_sweeps_offline_reads_cleanly_and_lists_the_common_keys(tmp_p
 def test_train_help_reads_in_a_terminal(tmp_path):
     """Every line within 100 columns; the checked options under their config group; the options
     that keep the run folder marked, the mark explained once."""
-    from vitpos.checks.options import OPTIONS
     from vitpos.cli.train_help import SAME_FOLDER, WIDTH
+    from vitpos.config import OPTIONS
 
     ran = run_command("train.py", "--help", cwd=tmp_path)
     assert ran.code == 0, ran.err
@@ -163,6 +164,23 @@ def test_parser_values_lists_and_repeats():
     assert parse("ckpt=a", "n=1", "n=2").n == 2  # as in Hydra: the last value wins (ckpt= adds up: repeatable)
     assert parse("ckpt=runs/*/seed0/last.ckpt", "sizes=32").ckpt == ["runs/*/seed0/last.ckpt"]  # taken as typed
     assert parse("ckpt=x", "sizes=32").sizes == [32]  # one value for a list
+
+
+@dataclasses.dataclass
+class Ruled:
+    """A tool's options with a rule of the config schema's kinds, declared by the same field helper."""
+
+    seeds: int | None = option(None, rule=Int(2, null=True, help="seeds per encoding"))
+    rate: float = option(0.5, "a rate", rule=Number(0.5, below=1))
+
+
+def test_a_tool_option_with_a_rule_is_checked_as_the_config_check_does():
+    assert parse_options(["seeds=3", "rate=0"], Ruled, prog="tool").seeds == 3
+    with pytest.raises(UserError, match=r"^seeds: must be an integer >= 1 \(or null\), got 0 \(e.g. seeds=2\)$"):
+        parse_options(["seeds=0"], Ruled, prog="tool")
+    with pytest.raises(UserError, match=r"^rate: must be in \[0, 1\), got 1.5"):
+        parse_options(["rate=1.5"], Ruled, prog="tool")
+    assert "seeds per encoding" in help_text(Ruled, "tool") and "a rate" in help_text(Ruled, "tool")
 
 
 @pytest.mark.parametrize("text", ["${x}", "\\${", "a\\\\${b}", "${", "\\$", "$${x}"])

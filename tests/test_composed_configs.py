@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from test_experiment_configs import EXPERIMENTS, expand, sweep_params
 
-from vitpos.checks.options import OPTIONS
+from vitpos.config import OPTIONS
 from vitpos.encodings import PositionalEncoding, get_encoding_class, list_encodings
 from vitpos.encodings import base as encoding_base
 from vitpos.run.identity import RUN_DEFINING, run_label

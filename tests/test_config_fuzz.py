@@ -16,8 +16,8 @@ printing exactly one line ``error: <option>: <what> (<fix>)``; never a traceback
 command already follows (:func:`false_fix`), never a file written (the folder it runs in, which
 holds ``run.root``, stays empty); and a command that passes holds a number in every option whose
 default is a number (:func:`untyped`: text there would fail in training, with a traceback). The
-typed options are also fuzzed at the edges of their rules, read from the schema
-(vitpos/checks/options.py): refused exactly outside the range the schema states. The
+typed options are also fuzzed at the edges of their rules, read from the schema (the rules its fields'
+metadata hold, vitpos/config/): refused exactly outside the range the schema states. The
 tools' ``key=value`` parser (vitpos/cli/options.py) is fuzzed the same way for
 ``python -m vitpos.compare``, ``python -m vitpos.extrapolate`` and ``python -m vitpos.benchmark``.
 
@@ -43,7 +43,9 @@ from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 from omegaconf import OmegaConf
 
-from vitpos.checks import options as schema
+from vitpos.config import OPTIONS as RULES
+from vitpos.config import SCHEMAS
+from vitpos.config.rules import SEQUENCE, Flag, Given, Int, Number
 from vitpos.errors import UserError
 
 # Hypothesis keeps its caches (and, for a failure, a patch) in ./.hypothesis: not in the repository
@@ -273,12 +275,12 @@ def test_train_commands_pass_or_exit_2_with_one_line_more(command):
 
 
 # ------------------------------------------------------------------ the schema's edges
-def edges(spec: schema.Int | schema.Number | schema.Flag) -> list:
-    """Values on both sides of every bound of an option's rule, read from the schema
-    (vitpos/checks/options.py): what the fuzzer takes as the option's accepted range."""
-    if isinstance(spec, schema.Flag):
+def edges(spec: Int | Number | Flag) -> list:
+    """Values on both sides of every bound of an option's rule, read from the schema (its field's
+    metadata): what the fuzzer takes as the option's accepted range."""
+    if isinstance(spec, Flag):
         return [True, False, 0, 1, "yes"]
-    if isinstance(spec, schema.Int):
+    if isinstance(spec, Int):
         found = [spec.minimum - 1, spec.minimum, spec.minimum + 1, True]
         found += [spec.maximum, spec.maximum + 1] if spec.maximum is not None else []
     else:
@@ -289,16 +291,16 @@ def edges(spec: schema.Int | schema.Number | schema.Flag) -> list:
 
 #: (setup, option, value): every option of the schema with each of its edges, in a setup whose task uses it
 EDGES = [
-    ("sequence" if spec.task == schema.SEQUENCE else "image", option, value)
-    for option, spec in schema.OPTIONS.items()
-    if not isinstance(spec, schema.Given)  # checked elsewhere: by the size, path and Lightning tests
+    ("sequence" if spec.task == SEQUENCE else "image", option, value)
+    for option, spec in RULES.items()
+    if not isinstance(spec, Given)  # checked elsewhere: by the size, path and Lightning tests
     for value in edges(spec)
 ]
 
 
 def refused_by_schema(option: str, value) -> bool:
     """Whether the schema's own rule refuses ``option=value``."""
-    spec = schema.OPTIONS[option]
+    spec = RULES[option]
     return any(spec.problem(v) for v in (value if spec.items else [value]))
 
 
@@ -313,7 +315,7 @@ def check_edge(setup: str, option: str, value) -> str | None:
         return problem
     ran = outcome[0]
     said = (ran.out + ran.err).strip()
-    rule = f"{option}: must be {schema.OPTIONS[option].rule()}"
+    rule = f"{option}: must be {RULES[option].rule()}"
     named = re.match(rf"error: {re.escape(option)}(\[\d+\])?: ", said) is not None
     if refused_by_schema(option, value):
         return None if ran.code == 2 and named else f"the schema refuses it, the command: {said[:200] or 'exit 0'}"
@@ -331,10 +333,14 @@ def test_every_option_is_refused_exactly_outside_its_schema_range(edge):
 
 
 def test_one_bound_in_the_schema_moves_the_check_the_help_and_the_fuzzer(monkeypatch):
-    """Each rule has one owner: a bound changed in the schema alone changes what the config check
-    refuses, what ``python train.py --help`` says and the range the fuzzer tests, together."""
-    spec = dataclasses.replace(schema.OPTIONS["data.batch_size"], minimum=8)
-    monkeypatch.setitem(schema.OPTIONS, "data.batch_size", spec)
+    """Each rule has one owner: a bound changed in the schema alone (the rule a field's metadata holds)
+    changes what the config check refuses, what ``python train.py --help`` says and the range the fuzzer
+    tests, together. ``data.batch_size`` is one rule, attached to the field of every data set."""
+    held = [f.metadata["rule"] for (group, _), s in SCHEMAS.items() if group == "data" for f in
+            dataclasses.fields(s) if f.name == "batch_size"]  # fmt: skip
+    spec = held[0]
+    assert len(held) == 5 and all(rule is spec for rule in held)
+    monkeypatch.setattr(spec, "minimum", 8)
     assert check_edge("image", "data.batch_size", 7) is None and check_edge("image", "data.batch_size", 8) is None
     refused, _, _, _ = run_train("image", ["data.batch_size=7"])
     assert refused.code == 2 and refused.err.startswith("error: data.batch_size: must be an integer >= 8"), refused.err

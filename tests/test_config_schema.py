@@ -31,6 +31,19 @@ def test_each_schema_is_what_its_config_file_composes(group, option):
     assert composed == {**config.defaults(config.SCHEMAS[(group, option)]), **recipe.get(group, {})}
 
 
+def test_each_option_has_one_rule_whatever_schema_holds_it():
+    """A rule shared by several schemas (``data.batch_size`` of every data set, ``model.compile`` of every model) is
+    one object, held by each of their fields (a subclass that sets another default keeps it), and the table the
+    check, ``--help``, the fuzzer and the run identity read is those very objects."""
+    held: dict[str, list] = {}
+    for (group, _), schema in config.SCHEMAS.items():
+        for f in dataclasses.fields(schema):
+            held.setdefault(f"{group}.{f.name}", []).append(f.metadata.get("rule"))
+    for name, found in held.items():
+        assert all(rule is found[0] for rule in found), f"{name}: a field without its rule, or another rule"
+        assert found[0] is None or config.OPTIONS[name] is found[0], name
+
+
 def test_the_repository_configs_are_the_package_configs():
     """The repository's configs/ is the package's (a link), so the paths the docs name are what the wheel ships."""
     assert CONFIGS.resolve() == CONFIG_DIR.resolve()

@@ -1,6 +1,6 @@
-"""Typed options: every plain number and true/false option is declared once (vitpos/checks/options.py) and
-checked by one function, which refuses ``true``/``false`` for an integer option (Python counts
-them as 1 and 0, so ``data.train_len=true`` would train on sequences of one token).
+"""Typed options: every plain number and true/false option is declared once, in its schema field's metadata
+(vitpos/config/), and checked by one function, which refuses ``true``/``false`` for an integer option (Python
+counts them as 1 and 0, so ``data.train_len=true`` would train on sequences of one token).
 
 Each case goes through the real check: the config composed as ``python train.py ...`` composes
 it (Hydra's compose API), then :func:`vitpos.validate.validate`.
@@ -13,8 +13,11 @@ import pytest
 from conftest import CONFIGS, ROOT
 from hydra import compose, initialize_config_dir
 
-from vitpos.checks.options import IMAGE, OPTIONS, SEQUENCE, Flag, Given, Int, Number, check_options, is_integer
+from vitpos.checks.options import check_options
+from vitpos.config import OPTIONS
+from vitpos.config.rules import IMAGE, SEQUENCE, Flag, Given, Int, Number
 from vitpos.errors import UserError
+from vitpos.sizes import is_integer
 from vitpos.validate import validate
 
 SHAPES = ["data=shapes", "model=vit_micro"]
@@ -91,8 +94,9 @@ def test_no_true_false_option_takes_text_or_a_number(option, word, shown):
     assert message == f"{option}: must be true or false, got {shown} (e.g. {option}=true)"
 
 
-def test_the_table_names_options_the_configs_have():
-    """A typo in the table would check nothing: every option is in a config of each task it is for."""
+def test_the_schema_names_options_the_configs_have():
+    """A rule on a field no config composes would check nothing: every option is in a config of each task it
+    is for."""
     from omegaconf import OmegaConf
 
     from vitpos.checks.options import ABSENT, lookup

@@ -2,7 +2,7 @@
 
 The hash (:func:`vitpos.run.identity.identity`) covers the keys of :mod:`vitpos.run.hashed_keys`
 as they are; a key added later counts only where it changes what runs (not null, not at the value
-:data:`~vitpos.checks.options.OPTIONS` declares as before, an encoding option not at its
+:data:`vitpos.config.OPTIONS` (the schema's field metadata) declares as before, an encoding option not at its
 ``__init__`` default). The saved config records what the hash found on the machine (the data's
 fingerprint, the resolved precision), so a run names its folder without the data.
 """
@@ -21,8 +21,9 @@ from omegaconf import OmegaConf, open_dict
 from test_snapshot import SNAPSHOT_RUNS
 
 from vitpos import config
-from vitpos.checks.options import OPTIONS, Given
+from vitpos.checks.options import OPTIONS
 from vitpos.cli.train_help import SAME_FOLDER, option_lines
+from vitpos.config.rules import Given, option, rules
 from vitpos.encodings import get_encoding_class
 from vitpos.run import identity as ident
 from vitpos.run.hashed_keys import ENCODING_KEYS, SECTION_KEYS
@@ -39,13 +40,15 @@ def test_a_key_added_at_its_as_before_value_keeps_every_folder(monkeypatch):
     before = [run_dir(compose_train(*overrides)) for overrides in runs]
     store = ConfigStore.instance()
     try:
-        for option in ("cifar10", "shapes"):  # a new augmentation, off as before, and a note
-            schema = config.SCHEMAS[("data", option)]
+        for data_set in ("cifar10", "shapes"):  # a new augmentation, off as before, and a note
+            schema = config.SCHEMAS[("data", data_set)]
+            jitter = option(0.0, rule=Given("a number", as_before=(0.0,)))
             grown = dataclasses.make_dataclass(
-                schema.__name__, [("jitter", Any, 0.0), ("note", Any, None)], bases=(schema,)
+                schema.__name__, [("jitter", Any, jitter), ("note", Any, None)], bases=(schema,)
             )
-            store.store(group="schema/data", name=option, node=grown)
-        monkeypatch.setitem(OPTIONS, "data.jitter", Given("a number", as_before=(0.0,)))
+            store.store(group="schema/data", name=data_set, node=grown)
+        for name, rule in rules([("data", grown)]).items():  # the table as the grown schema derives it
+            monkeypatch.setitem(OPTIONS, name, rule)
         assert [run_dir(compose_train(*overrides)) for overrides in runs] == before
         assert compose_train(*SHAPES).data.jitter == 0.0
         assert run_dir(compose_train(*SHAPES, "data.jitter=0.1")) != before[0]
@@ -59,20 +62,24 @@ def test_a_key_added_at_its_as_before_value_keeps_every_folder(monkeypatch):
         assert run_dir(cfg).parts[-3:] == hparams.parent.parts[-3:], hparams
 
 
+def schema_rule(key: str):
+    """The rule in the metadata of the shapes data set's field ``key`` (one object, shared by every data set)."""
+    (found,) = [f.metadata["rule"] for f in dataclasses.fields(config.SCHEMAS[("data", "shapes")]) if f.name == key]
+    return found
+
+
 def test_the_schema_alone_says_whether_an_option_defines_the_run(monkeypatch):
     """One owner: an option marked in the schema as not defining the run keeps the folder when it
     changes, and ``--help`` says so, with no other edit; marked back, it moves the run again."""
     base = run_dir(compose_train(*SHAPES))
     assert run_dir(compose_train(*SHAPES, "data.batch_size=32")) != base
     assert run_dir(compose_train(*SHAPES, "data.eval_batch_size=32")) == base  # the schema says: speed only
-    monkeypatch.setitem(OPTIONS, "data.batch_size", dataclasses.replace(OPTIONS["data.batch_size"], defines=False))
+    monkeypatch.setattr(schema_rule("batch_size"), "defines", False)  # the rule every data set's field holds
     unhashed = run_dir(compose_train(*SHAPES))  # a key less in every hash: every folder moves once
     assert unhashed != base and run_dir(compose_train(*SHAPES, "data.batch_size=32")) == unhashed
     said = next(line for line in option_lines() if line.split()[0].startswith("data.batch_size"))
     assert said.split()[0] == f"data.batch_size{SAME_FOLDER}", said
-    monkeypatch.setitem(
-        OPTIONS, "data.eval_batch_size", dataclasses.replace(OPTIONS["data.eval_batch_size"], defines=True)
-    )
+    monkeypatch.setattr(schema_rule("eval_batch_size"), "defines", True)
     assert run_dir(compose_train(*SHAPES, "data.eval_batch_size=32")) != run_dir(compose_train(*SHAPES))
 
 
@@ -130,7 +137,7 @@ def test_every_key_a_config_holds_is_one_the_hash_knows_or_null():
                     unknown.add(f"{section}.{key}={value!r}")
     assert not unknown, (
         f"{sorted(unknown)}: new keys at a non-null default; give each the value that keeps the earlier behaviour "
-        "as its as_before in vitpos/checks/options.py, or mark it defines=False there"
+        "as its rule's as_before in its schema field (vitpos/config/), or mark it defines=False there"
     )
 
 

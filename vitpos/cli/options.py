@@ -1,7 +1,8 @@
 """The ``key=value`` options of every ``python -m vitpos.*`` tool and ``bench`` (``train.py``'s go through Hydra).
 
-A tool declares its options as a dataclass of :func:`option` fields; :func:`parse_options` parses argv onto it with
-OmegaConf, whose structured config does the type checks, and :func:`help_text` builds ``--help`` from it.
+A tool declares its options as a dataclass of :func:`~vitpos.config.rules.option` fields, the one field helper of
+the config schema too; :func:`parse_options` parses argv onto it with OmegaConf, whose structured config does the
+type checks, then checks a field's ``rule`` as the config check does, and :func:`help_text` builds ``--help``.
 """
 
 from __future__ import annotations
@@ -19,21 +20,10 @@ from typing import Any
 
 from omegaconf import MISSING, OmegaConf, ValidationError
 
+from vitpos.config.rules import check_value, option
 from vitpos.errors import UserError
 
-
-def option(default: Any = MISSING, help: str = "", *, metavar: str | None = None, **meta) -> Any:  # noqa: A002
-    """A dataclass field that is a command-line option, with one line of ``help``.
-
-    ``metavar``: shown after ``key=`` (default: from the type). ``meta``: ``required=True`` (implied by no default),
-    ``repeat=True`` (``key=a key=b`` gives ``[a, b]``), ``words=True`` (a list also filled by bare words, like a
-    subcommand), ``choices=[...]``, ``default_text`` (for --help), ``example`` (shown in type errors)."""
-    meta = {"help": help, "metavar": metavar, **meta}
-    if default is MISSING:
-        meta["required"] = True
-    if isinstance(default, (list, dict)):
-        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+__all__ = ["expand_paths", "help_text", "option", "parse_options"]
 
 
 class _Option:
@@ -164,7 +154,10 @@ def _closest(word: str, valid: list[str]) -> str:
     return f"{f'did you mean {close[0]}? ' if close else ''}valid: {', '.join(valid)}"
 
 
-def _check_choices(o: _Option, key: str, value) -> None:
+def _check_rules(o: _Option, key: str, value) -> None:
+    """The field's ``choices`` and ``rule`` (:func:`vitpos.config.rules.check_value`, as the config check)."""
+    if o.meta.get("rule") is not None:
+        check_value(key, o.meta["rule"], value)
     choices = o.meta.get("choices")
     for item in (value if isinstance(value, list) else [value]) if choices else []:
         if item not in choices:
@@ -199,7 +192,7 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
         if o is None or bool(rest) != o.is_dict:
             raise UserError(name, "unknown option", _closest(key, [p.label for p in opts.values()]))
         value = _value(o, text)
-        _check_choices(o, key, value)
+        _check_rules(o, key, value)
         try:
             if o.is_dict:
                 cfg[root][rest] = value

@@ -3,7 +3,7 @@ config group, and the config groups; every line within :data:`WIDTH` columns, so
 terminal.
 
 The words come from their owners: an encoding's first docstring sentence (the registry), an option's
-rule and help (:data:`vitpos.checks.options.OPTIONS`, :data:`~vitpos.checks.options.LAUNCHER`), the
+rule and help (the schema's field metadata: :data:`vitpos.config.OPTIONS`, :data:`vitpos.config.LAUNCHER`), the
 group options (the package's ``configs/``). The fixed text around them is Hydra's help template,
 ``configs/hydra/help/vitpos.yaml``. No torch is imported until the encoding list is asked for.
 """
@@ -14,7 +14,8 @@ import re
 import textwrap
 
 from vitpos import CONFIG_DIR
-from vitpos.checks.options import IMAGE, LAUNCHER, OPTIONS, SEQUENCE, describe
+from vitpos.config import LAUNCHER, OPTIONS
+from vitpos.config.rules import IMAGE, SEQUENCE, describe
 
 WIDTH = 100
 #: the mark of an option that does not define the run (explained once, above the list)

@@ -7,9 +7,11 @@ does not have is refused by Hydra's struct mode wherever it is written: in a YAM
 ``--config-dir``) or on the command line (:func:`vitpos.cli.hydra_errors.override_error` words both in one line).
 The defaults live here, in the package, so an installed vitpos needs no YAML to build a data module.
 
-Fields are typed ``Any``: the value rules (integers that refuse ``true``, bounds, sizes as a side or ``[h, w]``)
-are the config check's (:mod:`vitpos.checks`), which words a bad value as ``error: <option>: ...`` where OmegaConf
-would only say it cannot convert it. Importing this module registers the schemas (:func:`register`).
+Fields are typed ``Any``: a field's rule (integers that refuse ``true``, bounds; its help and its part in the run's
+identity) is its metadata (:mod:`vitpos.config.rules`), and :data:`OPTIONS` gathers them, so the config check words
+a bad value as ``error: <option>: ...`` where OmegaConf would only say it cannot convert it; rules that read more
+than one value (sizes as a side or ``[h, w]``) are :mod:`vitpos.checks`'. Importing this module registers the
+schemas (:func:`register`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from vitpos.config.encodings import builtin_options, files_missing
 from vitpos.config.eval import ImageEval, SequenceEval
 from vitpos.config.model import SeqSmall, TimmModel, VitCpu, VitCpuP2, VitMicro, VitSmall, VitTiny
 from vitpos.config.optim import AdamW
+from vitpos.config.rules import Spec, rules
 from vitpos.config.task import ClassificationTask, SequenceTask
-from vitpos.config.trainer import DdpTrainer, DefaultTrainer, GpuTrainer
+from vitpos.config.train import Launcher, TopLevel, WrittenModel
+from vitpos.config.trainer import DdpTrainer, DefaultTrainer, GpuTrainer, LightningKeys
 
 #: (group, option) -> its schema: ``configs/<group>/<option>.yaml`` starts from it
 SCHEMAS: dict[tuple[str, str], type] = {
@@ -50,6 +54,15 @@ SCHEMAS: dict[tuple[str, str], type] = {
     ("task", "classification"): ClassificationTask,
     ("task", "sequence"): SequenceTask,
 }
+
+#: every option with a rule, ``dotted name -> rule`` (the objects the fields' metadata hold), in check order: the
+#: config check, ``python train.py --help``, the config fuzzer and the run identity read it
+OPTIONS: dict[str, Spec] = rules(
+    [("", TopLevel), *((group, schema) for (group, _), schema in SCHEMAS.items()), ("trainer", LightningKeys),
+     ("model", WrittenModel)]
+)  # fmt: skip
+#: a sweep's ``hydra.launcher.<key>`` options with a rule (:class:`vitpos.config.train.Launcher`)
+LAUNCHER: dict[str, Spec] = rules([("", Launcher)])
 
 
 def register() -> None:

@@ -2,6 +2,7 @@
 
 ``num_classes`` is what the data set has, not an option. The data module (:class:`vitpos.data.images.ImageDataModule`)
 fills in the defaults of the data set named by ``name`` from here (:func:`vitpos.data.options.image_data_options`).
+Each field's rule is its metadata (:mod:`vitpos.config.rules`); one several data sets share is one constant below.
 """
 
 from __future__ import annotations
@@ -9,63 +10,79 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vitpos.config.rules import IMAGE, SEQUENCE, Flag, Given, Int, option
+
+BATCH = Int(64, help="training examples per batch")
+EVAL_BATCH = Int(64, defines=False, help="validation and test examples per batch")
+NUM_TRAIN = Int(1000, help="generated training examples (shapes, sequences)")
+NUM_TEST = Int(1000, help="generated test examples (shapes, sequences)")
+NATIVE = Given("a side, [h,w] or null", task=IMAGE, as_before=(None, 32), help="the size the data set is stored at")
+CLASSES = Int(10, task=IMAGE, help="classes of the data set")
+VAL_SIZE = Int(5000, minimum=0, task=IMAGE, help="training images held out for validation")
+HFLIP = Flag(task=IMAGE, help="random horizontal flips in training")
+SCHEDULE = Given("random or progressive", task=IMAGE, as_before=(None, "random"), help="how data.train_sizes are taken")
+EPOCHS = Given("null or epochs per size", task=IMAGE, as_before=(None,), help="progressive: the epochs of each size")
+ON_DEVICE = Flag(task=IMAGE, defines=False, help="keep the data sets on the training device (GPU runs)")
+OFFSET = Int(3, minimum=0, task=SEQUENCE, help="shift task: target at i = input at i - offset")
+LENGTH_TEST = Int(500, task=SEQUENCE, help="test sequences per length of eval.lengths")
+DATA_SEED = Int(0, minimum=0, task=SEQUENCE, help="the sequences' own seed, whatever the run's seed")
+SIZES = Given("null or a list of sizes", task=IMAGE, as_before=(None,), help="one size per training batch")
+SUBSET = Int(1000, null=True, task=IMAGE, help="a seeded subset of the training images")
+DOWNLOAD = Flag(task=IMAGE, defines=False, help="download CIFAR-10 when it is not in data.root")
+MAGNITUDE = Int(9, minimum=0, maximum=30, task=IMAGE, help="RandAugment's magnitude (31 bins)")
+
 
 @dataclass
-class Cifar10Data:
+class ImageData:
+    """What every image data set has: CIFAR-10's defaults, which :class:`ShapesData` changes where it differs."""
+
+    name: Any = "cifar10"
+    img_size: Any = 32  # the training resolution R, or [h,w]; below native the images are downsampled once
+    native_size: Any = option(32, rule=NATIVE)  # eval at this size sees the original pixels
+    train_sizes: Any = option(None, rule=SIZES)  # e.g. [16,24,32] or [16,[16,32],32], one size per batch
+    size_schedule: Any = option("random", rule=SCHEDULE)  # with train_sizes: random (a size per batch) |
+    #   progressive (equal epoch runs, low resolution first, FixRes-style)
+    size_epochs: Any = option(None, rule=EPOCHS)  # progressive: e.g. [7,3,2] (scaled to trainer.max_epochs)
+    on_device: Any = option(False, rule=ON_DEVICE)  # keep the uint8 data sets there (GPU sweeps: no copy per step)
+    num_classes: Any = option(10, rule=CLASSES)
+    batch_size: Any = option(128, rule=BATCH)
+    eval_batch_size: Any = option(512, rule=EVAL_BATCH)
+    val_size: Any = option(5000, rule=VAL_SIZE)  # seeded split carved from the training images
+    train_subset: Any = option(None, rule=SUBSET)  # keep only this many training images (short budgets)
+    test_subset: Any = option(None, rule=Int(1000, null=True, task=IMAGE, help="a seeded subset of the test images"))
+    split_seed: Any = option(0, rule=Int(0, minimum=0, task=IMAGE, help="seed of the train/validation split"))
+    crop_padding: Any = option(4, rule=Int(4, minimum=0, task=IMAGE, help="random-crop padding, in native pixels"))
+    #   scaled to img_size when training below native: 2 at 16 px
+    hflip: Any = option(True, rule=HFLIP)
+    augment: Any = "none"  # per-image policy on the uint8 tensors after crop/flip: none | trivial | randaugment
+    augment_magnitude: Any = option(9, rule=MAGNITUDE)  # randaugment: strength (of 31 bins)
+    augment_ops: Any = option(2, rule=Int(2, minimum=0, task=IMAGE, help="RandAugment's ops per image"))
+
+
+@dataclass
+class Cifar10Data(ImageData):
     """CIFAR-10. ``format=torchvision`` downloads the official release into ``root`` on first use;
     ``format=imagefolder`` reads ``root/train/<class>/*`` and ``root/test/<class>/*`` (a JPEG copy)."""
 
-    name: Any = "cifar10"
     format: Any = "torchvision"
-    root: Any = "data"
-    img_size: Any = 32  # the training resolution R, or [h,w]; below native the images are downsampled once
-    native_size: Any = 32  # the resolution the data set is stored at: eval at this size sees the original pixels
-    train_sizes: Any = None  # multi-resolution training: e.g. [16,24,32] or [16,[16,32],32], one size per batch
-    size_schedule: Any = "random"  # with train_sizes: random (a size per batch) | progressive (equal epoch runs,
-    #   low resolution first, FixRes-style)
-    size_epochs: Any = None  # progressive: the epochs of each size, e.g. [7,3,2] (scaled to trainer.max_epochs)
-    on_device: Any = False  # keep the uint8 data sets on the training device (GPU sweeps: no copy per step)
-    num_classes: Any = 10
-    batch_size: Any = 128
-    eval_batch_size: Any = 512
-    val_size: Any = 5000  # seeded split carved from the 50,000 training images
-    train_subset: Any = None  # keep only this many training images (short budgets)
-    test_subset: Any = None
-    split_seed: Any = 0
-    crop_padding: Any = 4  # native pixels (scaled to img_size when training below native: 2 at 16 px)
-    hflip: Any = True
-    download: Any = True
-    augment: Any = "none"  # per-image policy on the uint8 tensors after crop/flip: none | trivial | randaugment
-    augment_magnitude: Any = 9  # randaugment: strength (of 31 bins)
-    augment_ops: Any = 2  # randaugment: ops per image
+    root: Any = option("data", rule=Given("a folder", task=IMAGE, defines=False, help="where the data set lies"))
+    download: Any = option(True, rule=DOWNLOAD)
 
 
 @dataclass
-class ShapesData:
-    """Generated offline: the red square's quadrant relative to a blue square (4 classes, chance 25%)."""
+class ShapesData(ImageData):
+    """Generated offline: the red square's quadrant relative to a blue square (4 classes, chance 25%); ``img_size``
+    ``[h,w]``: a grid of h/cell x w/cell cells. ``native_size`` none: every size is drawn from the generator (same
+    layouts and labels, sharp squares); ``hflip`` and a geometric ``augment`` would change the label."""
 
     name: Any = "shapes"
-    img_size: Any = 32  # or [h,w]: a grid of h/cell x w/cell cells
-    native_size: Any = None  # none: every size is drawn from the generator (same layouts and labels, sharp squares)
-    train_sizes: Any = None  # multi-resolution training: e.g. [16,24,32], one size per batch (resized from img_size)
-    size_schedule: Any = "random"  # with train_sizes: random (per batch) | progressive (equal runs of epochs)
-    size_epochs: Any = None  # progressive: the epochs of each size, e.g. [2,1,1] (scaled to trainer.max_epochs)
-    on_device: Any = False  # keep the data sets on the training device (GPU runs)
-    num_classes: Any = 4
-    num_train: Any = 20000
-    num_test: Any = 4000
-    val_size: Any = 2000
-    train_subset: Any = None  # keep only this many training images (configs/debug/subset.yaml)
-    test_subset: Any = None
-    cell: Any = 4  # square size; keep equal to model.patch_size so patches align
-    batch_size: Any = 128
-    eval_batch_size: Any = 512
-    split_seed: Any = 0
-    crop_padding: Any = 4
-    hflip: Any = False  # a flip swaps left and right: it would change the label
-    augment: Any = "none"  # a geometric policy would move the squares (and so the label): keep none
-    augment_magnitude: Any = 9
-    augment_ops: Any = 2
+    native_size: Any = option(None, rule=NATIVE)
+    num_classes: Any = option(4, rule=CLASSES)
+    val_size: Any = option(2000, rule=VAL_SIZE)
+    hflip: Any = option(False, rule=HFLIP)
+    num_train: Any = option(20000, rule=NUM_TRAIN)
+    num_test: Any = option(4000, rule=NUM_TEST)
+    cell: Any = option(4, rule=Int(4, task=IMAGE, help="shapes' cell side (keep = model.patch_size)"))
 
 
 @dataclass
@@ -74,19 +91,19 @@ class SequenceData:
 
     name: Any = "seq_copy"
     task: Any = "copy_offset"  # copy_offset | reverse | sort | position_probe
-    vocab_size: Any = 16
-    train_len: Any = 64  # longest training sequence = the model's training length
-    min_len: Any = 8  # lengths are uniform in [min_len, train_len]
-    offset: Any = 3
-    probe_classes: Any = 512  # position_probe only
-    anchor: Any = False  # position_probe only: a distinct first token
-    num_train: Any = 20000
-    num_val: Any = 1000
-    num_test: Any = 1000
-    num_length_test: Any = 500  # sequences per length for test/acc@len{L}
-    batch_size: Any = 64
-    eval_batch_size: Any = 128
-    seed: Any = 0  # the data's own seed: the same sequences whatever the run's seed
+    vocab_size: Any = option(16, rule=Int(16, task=SEQUENCE, help="tokens of the toy tasks"))
+    train_len: Any = option(64, rule=Int(64, task=SEQUENCE, help="longest training sequence"))  # = the model's
+    min_len: Any = option(8, rule=Int(8, task=SEQUENCE, help="shortest training sequence"))  # uniform lengths
+    offset: Any = option(3, rule=OFFSET)
+    probe_classes: Any = option(512, rule=Int(512, task=SEQUENCE, help="position probe: positions told apart"))
+    anchor: Any = option(False, rule=Flag(task=SEQUENCE, help="position probe: a distinct first token"))
+    num_train: Any = option(20000, rule=NUM_TRAIN)
+    num_val: Any = option(1000, rule=Int(1000, task=SEQUENCE, help="validation sequences"))
+    num_test: Any = option(1000, rule=NUM_TEST)
+    num_length_test: Any = option(500, rule=LENGTH_TEST)  # sequences per length for test/acc@len{L}
+    batch_size: Any = option(64, rule=BATCH)
+    eval_batch_size: Any = option(128, rule=EVAL_BATCH)
+    seed: Any = option(0, rule=DATA_SEED)  # the data's own seed: the same sequences whatever the run's seed
 
 
 @dataclass

@@ -7,8 +7,14 @@ task (``debug=fast`` sets ``eval.lengths`` for any task) composes, and the key g
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from vitpos.config.rules import IMAGE, SEQUENCE, Int, option
+
+MAX_BATCHES = Int(1, null=True, help="test batches per size (null: all)")
+TEST_SUBSET = Int(1000, null=True, task=IMAGE, help="test images scored at each other size")
+LENGTHS = Int("[64,128]", items=True, task=SEQUENCE, help="test sequence lengths after training")
 
 
 @dataclass
@@ -18,18 +24,20 @@ class ImageEval:
     resolutions: Any = "auto"  # [] to skip; auto: 0.5, 0.75, 1, 1.25, 1.5, 2 x data.img_size in multiples of
     #   the patch size ([16,24,32,40,48,64] for 4 px patches at 32 px); [h,w]: test/acc@res{h}x{w}
     strategies: Any = "default"  # default | all | [list of strategy names]
-    max_batches: Any = None  # test batches per size; null: the whole test set (debug=fast: 1)
-    test_subset: Any = 1000  # other sizes on a fixed, seeded subset of at most this many test images (null:
+    max_batches: Any = option(None, rule=MAX_BATCHES)  # null: the whole test set (debug=fast: 1)
+    test_subset: Any = option(
+        1000, rule=TEST_SUBSET
+    )  # other sizes on a fixed, seeded subset of at most this many test images (null:
     #   all; test/acc always scores the whole test set)
-    lengths: Any = None  # sequences only
+    lengths: Any = option(None, rule=LENGTHS)  # sequences only
 
 
 @dataclass
 class SequenceEval:
     """After sequence training: test/acc@len{L} on sequences of exactly L tokens."""
 
-    resolutions: Any = field(default_factory=list)  # images only
-    lengths: Any = field(default_factory=lambda: [32, 64, 128, 256, 512])  # [] to skip
+    resolutions: Any = option([])  # images only
+    lengths: Any = option([32, 64, 128, 256, 512], rule=LENGTHS)  # [] to skip
     strategies: Any = "default"  # default | all | [list of strategy names]
-    max_batches: Any = None  # test batches per size; null: the whole test set (debug=fast: 1)
-    test_subset: Any = None  # images only
+    max_batches: Any = option(None, rule=MAX_BATCHES)  # null: the whole test set (debug=fast: 1)
+    test_subset: Any = option(None, rule=TEST_SUBSET)  # images only

@@ -6,18 +6,27 @@ A task's recipe may set other values (``configs/task/classification.yaml`` sets 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from vitpos.config.rules import Given, Number, option
+
+BETAS = Number("[0.9,0.999]", below=1, null=False, items=True, length=2, help="AdamW's (beta1, beta2)")
+MIN_LR = Number(0.01, null=False, help="the cosine decay ends at this fraction of optim.lr")
+IMPL = Given(
+    "auto, fused, foreach or forloop", as_before=("auto",), help="torch's AdamW kernel (auto: fused where it can)"
+)
 
 
 @dataclass
 class AdamW:
     """AdamW (decoupled weight decay; none on biases, norms and position tables: :mod:`vitpos.tasks.optim`)."""
 
-    lr: Any = 1.0e-3  # the peak learning rate, reached at the end of the warmup
-    weight_decay: Any = 0.05
-    betas: Any = field(default_factory=lambda: [0.9, 0.999])
-    warmup_epochs: Any = 1  # linear warmup (a fraction of an epoch allowed), then cosine decay to min_lr_ratio * lr
-    min_lr_ratio: Any = 0.01  # every committed run ended its cosine decay at 1% of optim.lr
-    impl: Any = "auto"  # torch's AdamW kernel: auto (fused where the device has it, else foreach) | fused | foreach
-    #   | forloop; speed, not what is learned (not in the run's identity at auto)
+    lr: Any = option(1.0e-3, rule=Number("1e-3", above=True, null=False, help="peak learning rate of AdamW"))
+    weight_decay: Any = option(0.05, rule=Number(0, help="AdamW's decoupled weight decay"))
+    betas: Any = option([0.9, 0.999], rule=BETAS)
+    warmup_epochs: Any = option(1, rule=Number(0, help="linear warmup epochs, then cosine decay"))  # a fraction of
+    #   an epoch allowed; the cosine decays to min_lr_ratio * lr
+    min_lr_ratio: Any = option(0.01, rule=MIN_LR)  # every committed run ended its cosine decay at 1% of optim.lr
+    impl: Any = option("auto", rule=IMPL)  # fused where the device has it, else foreach; speed, not what is
+    #   learned (not in the run's identity at auto)

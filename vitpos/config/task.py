@@ -9,22 +9,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vitpos.config.rules import IMAGE, Flag, Int, Number, option
+
+MIXUP = Number(0, fix="task.mixup=0 turns it off", task=IMAGE, help="mixup's Beta(a, a); 0: off")
+CUTMIX = Number(0, fix="task.cutmix=0 turns it off", task=IMAGE, help="cutmix's Beta(a, a); 0: off")
+EMA = Number(0.999, below=1, fix="e.g. task.ema_decay=0.999; 0 turns it off", task=IMAGE,
+             help="decay of the tested weight average; 0: off")  # fmt: skip
+FLIP_TTA = Flag(task=IMAGE, defines=False, help="also score with flip test-time augmentation")
+PICTURES = Flag(defines=False, help="pictures of the encoding and attention in TensorBoard")
+EVERY = Int(0, minimum=0, defines=False, help="pictures every n epochs; 0: at the end")
+
 
 @dataclass
 class ClassificationTask:
     """Image classification (:class:`vitpos.tasks.classification.ImageClassifier`), with the default recipe."""
 
     name: Any = "classification"
-    label_smoothing: Any = 0.1
-    mixup: Any = 0.0  # timm Mixup alpha; > 0 turns it on
-    cutmix: Any = 0.0  # timm CutMix alpha; > 0 turns it on
-    ema_decay: Any = 0.999  # > 0: timm ModelEmaV3 of the weights; evaluation scores the average, and the raw
+    label_smoothing: Any = option(
+        0.1, rule=Number(0.1, below=1, task=IMAGE, help="label smoothing of the cross-entropy")
+    )
+    mixup: Any = option(0.0, rule=MIXUP)  # timm Mixup alpha; > 0 turns it on
+    cutmix: Any = option(0.0, rule=CUTMIX)  # timm CutMix alpha; > 0 turns it on
+    ema_decay: Any = option(
+        0.999, rule=EMA
+    )  # > 0: timm ModelEmaV3 of the weights; evaluation scores the average, and the raw
     #   weights are logged beside it as <stage>/acc_raw
-    ema_warmup: Any = True  # ModelEmaV3's warmup: a smaller decay over the first steps (short runs)
-    flip_tta: Any = True  # with data.hflip: also score the test set with flip test-time augmentation, as
+    ema_warmup: Any = option(
+        True, rule=Flag(task=IMAGE, help="ramp the EMA decay up over the first steps")
+    )  # ModelEmaV3's warmup: a smaller decay over the first steps (short runs)
+    flip_tta: Any = option(
+        True, rule=FLIP_TTA
+    )  # with data.hflip: also score the test set with flip test-time augmentation, as
     #   test/acc_flip (softmax of the image and its mirror averaged); test/acc stays the plain score
-    pictures: Any = True  # log pictures of the encoding and attention to TensorBoard
-    pictures_every_n_epochs: Any = 0  # 0: pictures only at the end of training
+    pictures: Any = option(True, rule=PICTURES)  # log pictures of the encoding and attention to TensorBoard
+    pictures_every_n_epochs: Any = option(0, rule=EVERY)  # 0: pictures only at the end of training
 
 
 @dataclass
@@ -32,5 +50,5 @@ class SequenceTask:
     """Per-token classification on generated toy sequences (:class:`vitpos.tasks.sequence.SequenceTask`)."""
 
     name: Any = "sequence"
-    pictures: Any = True  # pictures of the encoding (pos/...) in TensorBoard at the end of training
-    pictures_every_n_epochs: Any = 0
+    pictures: Any = option(True, rule=PICTURES)  # pictures of the encoding (pos/...) in TensorBoard at the end
+    pictures_every_n_epochs: Any = option(0, rule=EVERY)

@@ -7,32 +7,41 @@ the config check asks Lightning whether it takes it (:mod:`vitpos.checks.options
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
+
+from vitpos.config.rules import Flag, Given, Int, Number, option
+
+#: a key whose values Lightning's ``Trainer`` judges (the config check asks it): no part of the run's identity
+lightning = partial(Given, "Lightning's Trainer takes", defines=False)
+ACCELERATOR = lightning(help="cpu, gpu or auto")
+DEVICES = lightning(help="devices per node")
 
 
 @dataclass
 class DefaultTrainer:
     """One process on whatever the machine has."""
 
-    max_epochs: Any = 30
-    accelerator: Any = "auto"
-    devices: Any = "auto"
+    max_epochs: Any = option(30, rule=Int(10, fix="an untrained model is not a run", unless="trainer.fast_dev_run",
+                                         help="epochs to train"))  # fmt: skip
+    accelerator: Any = option("auto", rule=ACCELERATOR)
+    devices: Any = option("auto", rule=DEVICES)
     precision: Any = "auto"  # bf16-mixed on a GPU or a CPU with native bf16 (AVX512-BF16/AMX), else 32-true
     #   (vitpos/runtime.py)
-    gradient_clip_val: Any = 1.0
-    log_every_n_steps: Any = 20
-    check_val_every_n_epoch: Any = 1
+    gradient_clip_val: Any = option(1.0, rule=Number(1.0, help="gradient norm clipping"))
+    log_every_n_steps: Any = option(20, rule=Int(20, defines=False, help="training-loss logging interval"))
+    check_val_every_n_epoch: Any = option(1, rule=Int(1, null=True, help="validate every n epochs"))
     deterministic: Any = False
-    enable_progress_bar: Any = True
-    fast_dev_run: Any = False  # true: one batch of each loop, nothing saved (debug=fast)
+    enable_progress_bar: Any = option(True, rule=Flag(defines=False, help="Lightning's progress bar"))
+    fast_dev_run: Any = option(False, rule=lightning(help="one batch of each loop, nothing saved"))  # debug=fast
 
 
 @dataclass
 class GpuTrainer(DefaultTrainer):
     """One GPU, bf16 autocast."""
 
-    accelerator: Any = "gpu"
-    devices: Any = 1
+    accelerator: Any = option("gpu", rule=ACCELERATOR)
+    devices: Any = option(1, rule=DEVICES)
     precision: Any = "bf16-mixed"
 
 
@@ -41,5 +50,14 @@ class DdpTrainer(DefaultTrainer):
     """Data-parallel training (configs/trainer/ddp.yaml says how to start it on one or several nodes)."""
 
     precision: Any = "bf16-mixed"
-    num_nodes: Any = 1
-    strategy: Any = "ddp"
+    num_nodes: Any = option(1, rule=lightning(help="nodes (trainer=ddp)"))
+    strategy: Any = option("ddp", rule=lightning(help="ddp and the like (trainer=ddp)"))
+
+
+@dataclass
+class LightningKeys:
+    """``Trainer`` keys no trainer config sets, added with ``+``: not registered (a config gains them only when
+    a command adds them), declared for their help and their part in the run's identity."""
+
+    enable_model_summary: Any = option(True, rule=lightning(help="print the model's layers"))
+    default_root_dir: Any = option(None, rule=lightning(help="Lightning's own folder (runs go under run.root)"))

@@ -1,0 +1,166 @@
+"""The rule kinds of the one options schema and :func:`option`, the one field helper of the config schemas and of
+the tools' ``key=value`` options (:mod:`vitpos.cli.options`).
+
+A field's metadata holds its ``help`` and its ``rule``: kind and bounds (:class:`Given`: another check owns it) and
+part in the run's identity (``defines``, ``as_before``). :func:`rules` walks schemas into ``dotted name -> rule``
+(:data:`vitpos.config.OPTIONS`: the objects the fields hold), which the config check, ``python train.py --help``,
+the config fuzzer and the run identity read. An integer refuses ``true``: :func:`vitpos.sizes.is_integer`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import MISSING
+
+from vitpos.errors import UserError
+from vitpos.sizes import is_integer
+
+IMAGE, SEQUENCE = "image", "sequence"
+
+
+@dataclass(kw_only=True)
+class Spec:
+    """What every rule says besides its bounds; ``defines`` and ``as_before`` set the option's part in the run's
+    identity (:mod:`vitpos.run.identity`, :mod:`vitpos.run.hashed_keys`)."""
+
+    task: str | None = None  # IMAGE or SEQUENCE; None: every task
+    fix: str | None = None  # default: e.g. <option>=<example>
+    items: bool = False  # a list of such values, each checked and named option[i]
+    length: int | None = None  # items: exactly this many
+    unless: str | None = None  # an option that, when set, makes this one unused (trainer.fast_dev_run)
+    help: str = ""  # one line of --help
+    defines: bool = True  # False: changes how a run is shown or how fast it goes, not what it learns (not hashed)
+    as_before: tuple = ()  # at these values the option is left out of the hash, so older folders still match
+
+    def fits(self, value) -> bool:  # each kind's own rule; Given: another check owns it
+        return True
+
+    def problem(self, value) -> str | None:
+        return None if self.fits(value) else f"must be {self.rule()}, got {value!r}"
+
+
+@dataclass
+class Int(Spec):
+    """An integer ``>= minimum`` (``<= maximum``); ``null``: None allowed too."""
+
+    example: int | str
+    minimum: int = 1
+    null: bool = False
+    maximum: int | None = None
+    also: tuple[int, ...] = ()  # values below the minimum that mean something (joblib's n_jobs=-1: every core)
+
+    def rule(self) -> str:
+        most = f" and <= {self.maximum}" if self.maximum is not None else ""
+        other = "".join(f" (or {v})" for v in self.also)
+        return f"an integer >= {self.minimum}{most}{other}{' (or null)' if self.null else ''}"
+
+    def fits(self, value) -> bool:
+        bounded = is_integer(value) and value >= self.minimum and (self.maximum is None or value <= self.maximum)
+        return (value is None and self.null) or (is_integer(value) and value in self.also) or bounded
+
+
+@dataclass
+class Number(Spec):
+    """A finite number ``>= low`` (``above``: ``> low``), or in ``[low, below)``; ``null``: None allowed."""
+
+    example: float | str
+    low: float = 0
+    above: bool = False
+    below: float | None = None
+    null: bool = True
+
+    def rule(self) -> str:
+        if self.below is not None:
+            return f"in [{self.low}, {self.below})"
+        return f"a finite number {'>' if self.above else '>='} {self.low}"
+
+    def problem(self, value) -> str | None:
+        if value is None and self.null:
+            return None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return f"expected a number, got {value!r}"
+        if self.below is not None:
+            fits = self.low <= value < self.below
+        else:
+            fits = math.isfinite(value) and (value > self.low if self.above else value >= self.low)
+        return None if fits else f"must be {self.rule()}, got {value}"
+
+
+@dataclass
+class Flag(Spec):
+    """``true`` or ``false`` only: YAML and Hydra read ``yes``, ``on`` or ``"false"`` as text, which Python
+    counts as true, and ``0``/``1`` as integers."""
+
+    example: str = "true"
+
+    def rule(self) -> str:
+        return "true or false"
+
+    def fits(self, value) -> bool:
+        return isinstance(value, bool)
+
+
+@dataclass
+class Given(Spec):
+    """An option whose rule reads more than its own value, so another check owns it (every value fits here);
+    declared for its help and its part in the run's identity."""
+
+    rule_text: str
+    example: str = ""
+
+    def rule(self) -> str:
+        return self.rule_text
+
+
+def option(default: Any = MISSING, help: str = "", rule: Spec | None = None, *, metavar: str | None = None,  # noqa: A002
+           **meta) -> Any:  # fmt: skip
+    """A dataclass field; metadata: ``help`` (default: the rule's), ``rule`` (:func:`check_value`), and for a tool
+    ``metavar`` (after ``key=`` in --help), ``required`` (no default), ``repeat`` (``key=a key=b``: ``[a, b]``),
+    ``words`` (a list bare words fill, like a subcommand), ``choices``, ``default_text``, ``example``."""
+    meta = {"help": help or (rule.help if rule else ""), "metavar": metavar, "rule": rule, **meta}
+    if default is MISSING:
+        meta["required"] = True
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def rules(schemas: Iterable[tuple[str, type]]) -> dict[str, Spec]:
+    """``dotted name -> rule`` of every field with a rule in ``schemas`` (``(section, dataclass)`` pairs; section
+    ``""``: top-level keys), in their order; a name several schemas hold keeps its first rule (one constant)."""
+    found: dict[str, Spec] = {}
+    for section, schema in schemas:
+        for f in dataclasses.fields(schema):
+            if f.metadata.get("rule") is not None:
+                found.setdefault(f"{section}.{f.name}" if section else f.name, f.metadata["rule"])
+    return found
+
+
+def describe(spec: Spec) -> str:
+    """The rule of ``spec`` as ``--help`` shows it: ``an integer >= 1``, ``a list of 2: in [0, 1)``."""
+    rule = spec.rule()
+    if isinstance(spec, Number) and spec.null and "null" not in rule:
+        rule += " (or null)"
+    if spec.items:
+        rule = f"a list{f' of {spec.length}' if spec.length else ''}, each {rule}"
+    return rule
+
+
+def check_value(option: str, spec: Spec, value) -> None:
+    """Raise :class:`UserError` when ``value`` does not fit ``spec`` (``items``: null, or a list whose items do)."""
+    fix = spec.fix or f"e.g. {option}={spec.example}"
+    if spec.items and value is None:
+        return
+    if spec.items and not isinstance(value, list):
+        raise UserError(option, f"must be a list, got {value!r}", fix)
+    named = {f"{option}[{i}]": v for i, v in enumerate(value)} if spec.items else {option: value}
+    for name, item in named.items():
+        if problem := spec.problem(item):
+            raise UserError(name, problem, fix)
+    if spec.items and spec.length is not None and len(value) != spec.length:
+        raise UserError(option, f"must be a list of {spec.length}, got {len(value)}: {value!r}", fix)

@@ -257,7 +257,7 @@ def test_run_folders_of_sizes():
 
 # ------------------------------------------------------------------ bad sizes
 BAD_SIZES = [
-    (["data.img_size=[16,30]"], "data.img_size: [16, 30] is not a multiple of model.patch_size=4"),
+    (["data.img_size=[16,30]"], "data.img_size: [16, 30] is not a multiple of"),  # shapes: of its cells first
     (["eval.resolutions=[16,[16,30]]"], "eval.resolutions[1]"),
     (["data.train_sizes=[16,[18,16]]"], "data.train_sizes[1]"),
     (["data.img_size=[16]"], "data.img_size: [16] is not a size"),

@@ -73,7 +73,7 @@ def test_a_larger_cell_raises_the_smallest_size(tmp_path):
     assert line.endswith("(the smallest is 16 px a side: data.img_size=16)")
 
 
-def test_a_size_that_splits_a_cell_is_refused_with_the_multiples_of_both_cell_and_patch(tmp_path):
+def test_a_size_that_splits_a_cell_is_refused_with_the_nearest_whole_cells(tmp_path):
     line = refused(tmp_path, "data.img_size=18", "model.patch_size=2")
     assert line == (
         "error: data.img_size: 18 is not a multiple of data.cell=4 on each side (data=shapes draws whole cells) "

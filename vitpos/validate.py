@@ -1,7 +1,7 @@
 """The one check of a composed config, run first in :func:`vitpos.train.train`, before any run folder exists.
 
 :func:`validate` raises :class:`UserError`, printed as ``error: <option>: <what> (<fix>)`` with exit code 2
-and no traceback (``vitpos.cli.run_main``); the rules live in :mod:`vitpos.checks`. ``eval.resolutions=auto``
+and no traceback (``vitpos.cli.run_main``); the checks live in :mod:`vitpos.checks`. ``eval.resolutions=auto``
 depends on the patch size (a timm model's comes from timm), so it is filled into ``cfg`` here: the run tests
 those sizes and its saved config (``hparams.yaml``, checkpoints) names them.
 """
@@ -17,9 +17,11 @@ from vitpos.errors import UserError
 
 def validate(cfg, plugins: bool = True) -> None:
     """Raise :class:`UserError` for the first problem in ``cfg``, then fill in ``eval.resolutions=auto``
-    (a list given stays as written). ``plugins=False``: import no module the config names in
-    ``encoding.module`` (a config read off disk, e.g. by ``vitpos.compare``: code runs only when the
-    command names it), so a plug-in encoding's options and network go unchecked."""
+    (a list given stays as written). The plain options first (no torch), then the data module and the
+    network built as training builds them, whose constructors refuse what they cannot take, then what no
+    constructor can know (the sizes beyond training, the image counts, the memory). ``plugins=False``: import
+    no module the config names in ``encoding.module`` (a config read off disk, e.g. by ``vitpos.compare``: code
+    runs only when the command names it), so a plug-in encoding's options and network go unchecked."""
     plain = resolved(cfg)
     image = options.check_task(plain.get("task"))
     options.check_needed(plain, image)
@@ -27,22 +29,14 @@ def validate(cfg, plugins: bool = True) -> None:
     options.check_threads(plain.get("threads", "auto"))
     options.check_run_names(plain["run"])
     options.check_run_root(plain["run"].get("root"))
-    data.check_data_paths(plain["data"], image)
-    plain["model"] = model.with_timm_geometry(plain, image)  # model=timm: its patch size, width, ... from timm
-    counts = None
-    if image:
-        data.check_sizes(plain)
-        plain["eval"] = {**(plain.get("eval") or {}), "resolutions": data.eval_resolutions(plain)}  # auto: a list
-        counts = data.check_data_counts(plain)
-        model.check_timm_checkpoint(plain)
-    data.check_memory(plain, image, counts)
     options.check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
     options.check_trainer_values(plain["trainer"])
-    data.check_data_module(plain, image)
-    model.check_encoding(plain, image, plugins)
+    data_module = data.check_data(plain, image)  # nothing loaded: the network's classes and tokens
+    plain["model"] = model.check_model(plain, image, data_module, plugins)  # model=timm: its geometry from timm
+    resolutions = data.check_evaluation(plain, image)
     if image and isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == data.AUTO:
         with read_write(cfg), open_dict(cfg):
-            cfg.eval.resolutions = plain["eval"]["resolutions"]
+            cfg.eval.resolutions = resolutions
 
 
 def resolved(cfg) -> dict:

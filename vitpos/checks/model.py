@@ -1,9 +1,12 @@
-"""Checks of the model: ``encoding.*`` (name, strategy, options), then the run's network built with it and one
-example run through it, so encoding classes and model constructors stay the one owner of their rules.
+"""The model half of the config check: the run's network built as training builds it (:func:`vitpos.models.network`,
+its memory counted first on ``meta``) and one training-size example run through it, so the model's and the
+encoding's constructors are the one owner of their rules (widths, head dims, patch sizes, options); what
+checks here is only what no constructor can do: an unknown encoding name, a plug-in's module, a refusal turned
+into the one line that names the option at fault.
 
-``model=timm``: :func:`with_timm_geometry` fills in the model's geometry from timm (built on ``meta``: shapes,
-no memory); :func:`check_timm_checkpoint` refuses a key whose shape does not fit, by the rule the task loads it
-with (:func:`vitpos.integrations.timm_weights.plan_checkpoint`). torch is imported inside the functions.
+``model=timm``: :func:`timm_geometry` fills in the model's geometry from timm (built on ``meta``: shapes,
+no memory); the encoding is built on that geometry and ``model.checkpoint`` planned by the rule the task loads
+it with (:func:`vitpos.integrations.timm_weights.plan_checkpoint`). torch is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import math
 import re
 import sys
 
-from vitpos.errors import UserError
+from vitpos.errors import InputError, UserError
 from vitpos.integrations import is_timm
-from vitpos.sizes import as_hw, token_grid
+from vitpos.sizes import as_hw, patch_grid
 
 
 def encoding_names() -> str:
@@ -26,19 +29,23 @@ def encoding_names() -> str:
     return f"image: {', '.join(list_encodings(2))}; sequence: {', '.join(list_encodings(1))}{also}"
 
 
-def check_encoding(c: dict, image: bool, plugins: bool = True) -> None:
-    """Name, strategy and options of ``encoding``, then the run's network built with it
-    (:func:`check_network`: the constructors check widths and head dims). ``plugins=False``: a
-    plug-in's module is not imported, so only its name and module are checked."""
-    from vitpos.encodings import OptionError, get_encoding_class
+def check_model(c: dict, image: bool, data_module, plugins: bool = True) -> dict:
+    """Name, strategy and options of ``encoding``, then the run's network built with it for ``data_module``'s
+    classes and tokens (:func:`check_network`; a timm model: :func:`check_timm`); returns ``c["model"]`` with a timm
+    model's geometry filled in (:func:`timm_geometry`). ``plugins=False``: a plug-in's module is not imported, so
+    only its name and module are checked."""
+    from vitpos.encodings import get_encoding_class
     from vitpos.encodings.plugins import is_builtin
 
+    timm = is_timm(c["model"])
+    if timm:
+        c = {**c, "model": timm_geometry(c, image)}
     enc = dict(c["encoding"])
     name, module = enc.pop("name", None), enc.pop("module", None)
     if module is not None or name is None:
         check_plugin(name, module, load=plugins)
         if not plugins:
-            return
+            return c["model"]
     try:
         cls = get_encoding_class(str(name))
     except KeyError:
@@ -50,20 +57,22 @@ def check_encoding(c: dict, image: bool, plugins: bool = True) -> None:
             encoding_names(),
         )
     try:
-        pe = check_network(c, image, name, enc)
+        pe = check_timm(c, name, enc) if timm else check_network(c, image, data_module, name, enc)
         if not is_builtin(cls):
             check_hook_shapes(pe)
-    except UserError:  # the network's memory (check_model_memory)
+    except InputError:  # the network's memory, a timm checkpoint
         raise
     except Exception as err:
-        if is_builtin(cls) and not isinstance(err, OptionError | ValueError | TypeError | KeyError | RuntimeError):
+        if is_builtin(cls) and not isinstance(err, ValueError | TypeError | KeyError | RuntimeError):
             raise
         refuse_network_error(c, cls, err)
+    return c["model"]
 
 
 def refuse_network_error(c: dict, cls, err: Exception) -> None:
-    """The one line for an error of the network check (:func:`check_encoding`): an option the class
-    refused, a width it cannot use, or (a plug-in) any error of its own code."""
+    """The one line for an error of the network check (:func:`check_model`), blamed on the option whose value
+    caused it: one the class or the model refused (named by the class that owns it), an option value the class
+    could not read, else a width it cannot use, or (a plug-in) any error of its own code."""
     from vitpos.encodings import OptionError
     from vitpos.encodings.plugins import is_builtin
 
@@ -80,6 +89,11 @@ def refuse_network_error(c: dict, cls, err: Exception) -> None:
         key = unknown.group(2)
         raise UserError(f"model.{key}", f"not an option of the model ({unknown.group(1)})",
                         f"leave +model.{key} out; python train.py --help lists the model's options")  # fmt: skip
+    given = {k: v for k, v in c["encoding"].items() if k not in ("name", "module")}
+    texts = {k: [x for x in (v if isinstance(v, list) else [v]) if isinstance(x, str)] for k, v in given.items()}
+    culprit = next((f"encoding.{k}" for k, xs in texts.items() if any(repr(x) in message for x in xs)), None)
+    if culprit is not None:  # a value the class could not read (int('x')): that option, not the model's width
+        raise UserError(culprit, message.rstrip("."), default_of(cls, culprit)) from None
     m = c["model"]
     raise UserError("encoding", message.rstrip("."), f"model: dim {m['dim']}, {m['num_heads']} heads") from None
 
@@ -127,44 +141,44 @@ def default_of(cls, option: str) -> str:
         return f"{cls.name}'s options: {', '.join(cls.option_names())}"
 
 
-def check_network(c: dict, image: bool, name: str, options: dict):
+def check_network(c: dict, image: bool, data_module, name: str, options: dict):
     """Build the run's network as training does (:func:`vitpos.models.network`) and run one training-size
-    example through it, so constructors and hooks refuse what they cannot take. For a timm model, only the
-    encoding is built, on the timm model's geometry, and each hook runs once on the training grid (lazily
-    built tables check their widths there). Returns the encoding module it built."""
+    example through it, so constructors and hooks refuse what they cannot take. Returns the encoding module."""
     import torch
 
-    from vitpos.encodings import EncodingContext, create_encoding
-    from vitpos.models.attention import check_heads
-
-    m = c["model"]
-    if is_timm(m):
-        check_heads(m["dim"], m["num_heads"])
-        grid = token_grid(c["data"]["img_size"], m["patch_size"])
-        ctx = EncodingContext(m["dim"], m["num_heads"], m["depth"], grid, int(m.get("num_prefix_tokens", 0)))
-        pe, n, prefix = create_encoding(str(name), ctx, **options), math.prod(grid), ctx.num_prefix_tokens
-        with torch.no_grad():
-            pe.add_to_tokens(torch.zeros(1, n, ctx.dim), grid)  # (B, N, D)
-            q = torch.zeros(1, ctx.num_heads, prefix + n, ctx.head_dim)  # (B, H, P + N, Dh)
-            pe.after_block(torch.zeros(1, prefix + n, ctx.dim), grid, 0)  # (B, P + N, D)
-            pe.rotate_qk(q, q, grid, 0)
-            pe.attention_bias(grid, 0, torch.device("cpu"), torch.float32)
-        return pe
-    from vitpos.data.sequence import task_sizes
     from vitpos.models import network
 
     data = c["data"]
+    sizes = (int(data.get("num_classes") or 10),) if image else (data_module.num_classes, data_module.input_vocab)
+    check_model_memory(c, lambda blocks: network({**c, "model": {**c["model"], "depth": blocks}}, *sizes))
+    model = network(c, *sizes).eval()  # (classes,) or (classes, vocabulary)
     if image:
-        sizes = (int(data.get("num_classes") or 10),)  # (classes,) or (classes, vocabulary)
         example = torch.zeros(1, 3, *as_hw(data["img_size"], "data.img_size"))  # (1, C, H, W)
     else:
-        sizes = task_sizes(data["task"], data["vocab_size"], data["probe_classes"])[::-1]
         example = torch.zeros(1, data["train_len"], dtype=torch.long)  # (1, N) tokens
-    check_model_memory(c, lambda blocks: network({**c, "model": {**m, "depth": blocks}}, *sizes))
-    model = network(c, *sizes).eval()
     with torch.no_grad():
         model(example)
     return model.pos
+
+
+def check_timm(c: dict, name: str, options: dict):
+    """``model=timm``: the encoding alone, built on the timm model's geometry (:func:`timm_geometry`) for the
+    training grid, each hook run once there (:func:`check_hook_shapes`: lazily built tables check their widths
+    there); then ``model.checkpoint`` (null: timm's initialisation), a readable state dict whose keys fit the
+    model ``model.name`` makes for this data. Returns the encoding module."""
+    from vitpos.encodings import EncodingContext, create_encoding
+    from vitpos.integrations.timm_weights import create_vit, plan_checkpoint, read_checkpoint
+
+    m, data = c["model"], c["data"]
+    grid = patch_grid(data["img_size"], m["patch_size"], "data.img_size")
+    ctx = EncodingContext(m["dim"], m["num_heads"], m["depth"], grid, int(m.get("num_prefix_tokens", 0)))
+    pe = create_encoding(name, ctx, **options)
+    check_hook_shapes(pe)
+    if m.get("checkpoint") is not None:
+        state = read_checkpoint(m["checkpoint"])
+        model = create_vit(m, int(data.get("num_classes") or 1), data["img_size"], device="meta")
+        plan_checkpoint(model, state, name, m["checkpoint"])
+    return pe
 
 
 def check_model_memory(c: dict, build) -> None:
@@ -224,12 +238,10 @@ def check_plugin(name, module, load: bool = True) -> None:
                         "fix the plug-in (or install what it imports), then run again") from None  # fmt: skip
 
 
-def with_timm_geometry(c: dict, image: bool) -> dict:
-    """``c["model"]`` with a timm model's ``patch_size``, ``dim``, ``num_heads``, ``depth`` and
+def timm_geometry(c: dict, image: bool) -> dict:
+    """``c["model"]`` (a timm model's) with its ``patch_size``, ``dim``, ``num_heads``, ``depth`` and
     ``num_prefix_tokens`` filled in; a :class:`UserError` for a model vitpos cannot convert."""
     m = c["model"]
-    if not is_timm(m):
-        return m
     if not image:
         raise UserError("model", "model=timm is an image model", "task=classification, or model=seq_small")
     if not isinstance(m.get("name"), str) or not m["name"]:
@@ -241,16 +253,3 @@ def with_timm_geometry(c: dict, image: bool) -> dict:
     from vitpos.integrations.timm_weights import create_vit, geometry
 
     return {**m, **geometry(create_vit(m, int(c["data"].get("num_classes") or 1), None, device="meta"))}
-
-
-def check_timm_checkpoint(c: dict) -> None:
-    """``model.checkpoint`` (null: timm's initialisation): a readable state dict whose keys fit
-    the model ``model.name`` makes for this data (after :func:`with_timm_geometry`)."""
-    m = c["model"]
-    if not is_timm(m) or m.get("checkpoint") is None:
-        return
-    from vitpos.integrations.timm_weights import create_vit, plan_checkpoint, read_checkpoint
-
-    state = read_checkpoint(m["checkpoint"])
-    model = create_vit(m, int(c["data"].get("num_classes") or 1), c["data"]["img_size"], device="meta")
-    plan_checkpoint(model, state, str((c.get("encoding") or {}).get("name")), m["checkpoint"])

@@ -1,9 +1,7 @@
-"""The rules of the image data options, free of torch: the config check
-(:mod:`vitpos.checks.data`) runs them on the composed config before anything is written, and
-:class:`vitpos.data.images.ImageDataModule` runs the same functions on its own arguments and
-(:func:`check_split`) on the images it loaded, for a data set that could not be counted
-before loading. Each rule is written once, here; each raises :class:`UserError` (a
-``ValueError``) naming the option.
+"""The rules of the image data options, free of torch: :class:`vitpos.data.images.ImageDataModule` runs
+them on its own arguments (the config check builds it, nothing loaded) and (:func:`check_split`) on the
+images it loaded; the config check runs :func:`check_split` on the images it can count before loading.
+Each rule is written once, here; each raises :class:`UserError` (a ``ValueError``) naming the option.
 """
 
 from __future__ import annotations
@@ -13,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vitpos.config import SCHEMAS, defaults
+from vitpos.data.shapes import check_layout
 from vitpos.errors import UserError
-from vitpos.sizes import HW, as_hw, is_integer, patch_grid
+from vitpos.sizes import as_hw, is_integer
 
 DATASETS = ("cifar10", "shapes")  # data.name of the image task
 #: options an image data module takes besides its config file's: where imagefolder's decoded
@@ -25,11 +24,11 @@ POLICIES = ("none", "trivial", "randaugment")  # data.augment (vitpos.data.augme
 SIZE_SCHEDULES = ("random", "progressive")  # data.size_schedule (vitpos.data.schedule)
 
 
-def check_image_data(data: dict, patch: int | None = None) -> None:
+def check_image_data(data: dict) -> None:
     """The image data options: ``data.name``, ``data.format`` and ``data.augment``; ``data.train_sizes`` (null, or
-    sizes ``patch`` tiles: positive sizes when the patch is not known, as in the data module);
-    ``data.size_schedule`` and ``data.size_epochs``; ``data.native_size`` a size (a side or
-    ``[h, w]``), and null for generated shapes."""
+    a list of sizes), ``data.size_schedule`` and ``data.size_epochs``; ``data.native_size`` a size (a side or
+    ``[h, w]``), and null for generated shapes, whose ``data.img_size`` must hold a grid of whole cells
+    (:func:`vitpos.data.shapes.check_layout`). Whether the patches tile a size is the model's rule."""
     name = data["name"]
     if name not in DATASETS:
         raise UserError("data.name", f"unknown data set {name!r}", f"valid: {', '.join(DATASETS)} (data=...)")
@@ -37,8 +36,10 @@ def check_image_data(data: dict, patch: int | None = None) -> None:
         raise UserError("data.format", f"unknown {data['format']!r}", f"valid: {', '.join(FORMATS)}")
     if data.get("augment") not in (None, *POLICIES):
         raise UserError("data.augment", f"unknown policy {data['augment']!r}", f"valid: {', '.join(POLICIES)}")
+    if name == "shapes":
+        check_layout(data["img_size"], data["cell"])
     sizes = data.get("train_sizes")
-    check_train_sizes(sizes, patch)
+    check_train_sizes(sizes)
     check_size_schedule(sizes, data["size_schedule"], data.get("size_epochs"))
     if data.get("native_size") is not None:
         if name == "shapes":
@@ -69,19 +70,8 @@ def _config(name: str) -> dict:
     return {key: value for key, value in values.items() if key != "num_classes"}
 
 
-def check_size(value, option: str, patch: int | None = None) -> HW:
-    """One image size option (``data.img_size``, an entry of ``data.train_sizes`` or
-    ``eval.resolutions``) as ``(h, w)``: a side or an ``[h, w]`` pair (:func:`vitpos.sizes.as_hw`
-    refuses anything else), each side a multiple of ``patch`` when the patch is known (the
-    patches must tile the image). Raises :class:`UserError` naming ``option``."""
-    if patch:
-        patch_grid(value, patch, option)
-    return as_hw(value, option)
-
-
-def check_train_sizes(sizes, patch: int | None) -> None:
-    """``data.train_sizes``: null, or a list of sizes (each a side or an ``[h, w]`` pair)
-    ``patch`` tiles (any positive size when the patch is not known, as in the data module)."""
+def check_train_sizes(sizes) -> None:
+    """``data.train_sizes``: null, or a list of sizes, each a side or an ``[h, w]`` pair."""
     if sizes is None:
         return
     if not isinstance(sizes, Sequence) or isinstance(sizes, str) or not sizes:
@@ -89,7 +79,7 @@ def check_train_sizes(sizes, patch: int | None) -> None:
             "data.train_sizes", f"must be null or a list of sizes, got {sizes!r}", "e.g. [16,24,32] or [16,[16,32],32]"
         )
     for i, r in enumerate(sizes):
-        check_size(r, f"data.train_sizes[{i}]", patch)
+        as_hw(r, f"data.train_sizes[{i}]")
 
 
 def check_size_schedule(sizes, schedule: str, size_epochs) -> None:

@@ -21,11 +21,11 @@ number of pixels per cell on each axis (cells then stretch: a 32-px layout drawn
 
 Which sizes the generator can use is written once, here: :func:`check_layout` (``data.img_size``
 and ``data.cell``: at least :data:`MIN_CELLS` whole cells on each side, since the two squares sit
-in different rows and columns) and :func:`check_drawable` (a size to draw that layout at: a whole
-number of pixels per cell). The config check (:mod:`vitpos.checks.data`) runs them on
-``data.img_size`` and ``eval.resolutions`` before anything is written, and :func:`make_shapes` on
-its own arguments. The module is free of torch until :func:`make_shapes` draws, so the config
-check can ask it before torch loads. (``data.train_sizes`` are not drawn: training batches are
+in different rows and columns), which the data module's constructor runs
+(:func:`vitpos.data.options.check_image_data`), and :func:`check_drawable` (a size to draw that
+layout at: a whole number of pixels per cell), which the config check runs on ``eval.resolutions``
+(:mod:`vitpos.checks.data`); :func:`make_shapes` runs both on its own arguments. The module is free
+of torch until :func:`make_shapes` draws. (``data.train_sizes`` are not drawn: training batches are
 resized from ``data.img_size``, so any size the patches tile will do.)
 """
 
@@ -35,7 +35,7 @@ import math
 from typing import TYPE_CHECKING
 
 from vitpos.errors import UserError
-from vitpos.sizes import HW, as_hw, is_integer, nearest_multiples
+from vitpos.sizes import HW, as_hw, nearest_multiples
 
 if TYPE_CHECKING:
     import torch
@@ -49,21 +49,20 @@ BLUE = (30, 30, 230)
 MIN_CELLS = 2
 
 
-def _shown(value) -> str:
-    """A size option's value as the user wrote it: ``4`` or ``[4, 32]``."""
-    h, w = as_hw(value)
-    return str(h) if is_integer(value) else f"[{h}, {w}]"
+def _shown(h: int, w: int, side: bool) -> str:
+    """A size option's value as the user wrote it (``side``: as one side): ``4`` or ``[4, 32]``."""
+    return str(h) if side else f"[{h}, {w}]"
 
 
-def _written(value, h: int, w: int) -> str:
-    """``(h, w)`` written as the option ``value`` was: a side (when square and given as one) or ``[h,w]``."""
-    return str(h) if is_integer(value) and h == w else f"[{h},{w}]"
+def _written(h: int, w: int, side: bool) -> str:
+    """``(h, w)`` written as an option given as one side (``side``) or a pair was: ``32`` or ``[h,w]``."""
+    return str(h) if side and h == w else f"[{h},{w}]"
 
 
-def _examples(value, h: list[int], w: list[int]) -> str:
-    """``32 or 40`` / ``[16,32] or [16,40]``: the sizes nearest ``value`` (per-axis choices ``h``, ``w``)."""
+def _examples(h: list[int], w: list[int], side: bool) -> str:
+    """``32 or 40`` / ``[16,32] or [16,40]``: the sizes nearest a size (per-axis choices ``h``, ``w``)."""
     pairs = sorted({(h[0], w[0]), (h[-1], w[-1])})
-    return " or ".join(dict.fromkeys(_written(value, a, b) for a, b in pairs))
+    return " or ".join(dict.fromkeys(_written(a, b, side) for a, b in pairs))
 
 
 def smallest_img_size(cell: int, patch: int | None = None) -> int:
@@ -73,57 +72,57 @@ def smallest_img_size(cell: int, patch: int | None = None) -> int:
     return -(-MIN_CELLS * cell // step) * step
 
 
-def check_layout(img_size, cell: int, patch: int | None = None) -> HW:
+def check_layout(img_size, cell: int) -> HW:
     """``(rows, cols)``: the grid of cells ``data.img_size`` (a side or ``[h, w]``) holds at
     ``data.cell`` px a cell. Raises :class:`UserError` naming ``data.img_size`` when a side is not
     a whole number of cells or holds fewer than :data:`MIN_CELLS` (``torch.randint`` could not
-    place the squares); the fix is the nearest size that works (a multiple of ``patch`` too, when
-    the patch size is known)."""
+    place the squares); the fix is the nearest size that works."""
     h, w = as_hw(img_size, "data.img_size")
     if h % cell == 0 and w % cell == 0 and min(h, w) >= MIN_CELLS * cell:
         return h // cell, w // cell
-    step, least = math.lcm(cell, patch or 1), smallest_img_size(cell, patch)
-    near_h, near_w = nearest_multiples(h, step, least), nearest_multiples(w, step, least)
+    least, side = MIN_CELLS * cell, isinstance(img_size, int)  # a valid size: an int is a side, never a bool
+    near_h, near_w = nearest_multiples(h, cell, least), nearest_multiples(w, cell, least)
     if h % cell or w % cell:
         raise UserError(
             "data.img_size",
-            f"{_shown(img_size)} is not a multiple of data.cell={cell} on each side (data=shapes draws whole cells)",
-            f"e.g. {_examples(img_size, near_h, near_w)}",
+            f"{_shown(h, w, side)} is not a multiple of data.cell={cell} on each side (data=shapes draws whole cells)",
+            f"e.g. {_examples(near_h, near_w, side)}",
         )
     raise UserError(
         "data.img_size",
-        f"{_shown(img_size)} is too small for data=shapes: {h // cell}x{w // cell} cells of data.cell={cell} px, "
+        f"{_shown(h, w, side)} is too small for data=shapes: {h // cell}x{w // cell} cells of data.cell={cell} px, "
         f"and its two squares need {MIN_CELLS} rows and {MIN_CELLS} columns of cells",
-        f"the smallest is {least} px a side: data.img_size={_written(img_size, near_h[0], near_w[0])}",
+        f"the smallest is {least} px a side: data.img_size={_written(near_h[0], near_w[0], side)}",
     )
 
 
 def can_draw(size, img_size, cell: int) -> bool:
     """Whether the layout of ``data.img_size`` (a valid one: :func:`check_layout`) can be drawn at
     ``size`` (a side or ``[h, w]``): a whole number of pixels per cell on each axis."""
-    (rows, cols), (height, width) = check_layout(img_size, cell), as_hw(size)
-    return height % rows == 0 and width % cols == 0
+    (h, w), (height, width) = as_hw(img_size), as_hw(size)
+    return height % (h // cell) == 0 and width % (w // cell) == 0
 
 
 def check_drawable(size, img_size, cell: int, option: str = "eval.resolutions", patch: int | None = None) -> HW:
-    """``size`` (``option``, a side or ``[h, w]``) as ``(h, w)`` when the layout of ``data.img_size``
-    can be drawn at it (:func:`can_draw`); else a :class:`UserError` naming ``option`` whose fix is
-    the nearest sizes that can (multiples of ``patch`` too, when the patch size is known)."""
-    height, width = as_hw(size, option)
-    if can_draw(size, img_size, cell):
+    """``size`` (``option``, a side or ``[h, w]``) as ``(h, w)`` when the layout of ``data.img_size`` (a valid
+    one: :func:`check_layout`) can be drawn at it (:func:`can_draw`); else a :class:`UserError` naming ``option``
+    whose fix is the nearest sizes that can (multiples of ``patch`` too, when the patch size is known)."""
+    (height, width), (h, w) = as_hw(size, option), as_hw(img_size)
+    rows, cols = h // cell, w // cell
+    if height % rows == 0 and width % cols == 0:
         return height, width
-    rows, cols = check_layout(img_size, cell)
-    steps = math.lcm(rows, patch or 1), math.lcm(cols, patch or 1)
+    steps, side = (math.lcm(rows, patch or 1), math.lcm(cols, patch or 1)), isinstance(size, int)
+    near = nearest_multiples(height, steps[0]), nearest_multiples(width, steps[1])
     need = f"a side that is a multiple of {rows}" if rows == cols else f"a height that is a multiple of {rows}"
     need += "" if rows == cols else f" and a width that is a multiple of {cols}"
-    fix = "e.g. " + _examples(size, nearest_multiples(height, steps[0]), nearest_multiples(width, steps[1]))
+    fix = "e.g. " + _examples(*near, side)
     if height < steps[0] or width < steps[1]:  # below the smallest: say so
-        smallest = _written(size, *steps)
+        smallest = _written(*steps, side)
         fix = f"the smallest it can draw is {smallest}" + ("" if fix == f"e.g. {smallest}" else f"; {fix}")
     raise UserError(
         option,
-        f"data=shapes cannot draw {_shown(size)} px images: its {rows}x{cols} cells (data.img_size="
-        f"{_written(img_size, *as_hw(img_size))} / data.cell={cell}) need a whole number of pixels each, {need}",
+        f"data=shapes cannot draw {_shown(height, width, side)} px images: its {rows}x{cols} cells (data.img_size="
+        f"{_written(h, w, isinstance(img_size, int))} / data.cell={cell}) need a whole number of pixels each, {need}",
         fix,
     )
 

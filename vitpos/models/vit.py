@@ -7,7 +7,7 @@ import torch
 from timm.layers import trunc_normal_
 from torch import nn
 
-from vitpos.encodings import EncodingContext, create_encoding
+from vitpos.encodings import EncodingContext, OptionError, create_encoding
 from vitpos.sizes import patch_grid, tiles
 
 from .attention import EncoderStack, check_heads
@@ -41,7 +41,7 @@ class VisionTransformer(nn.Module):
     ):
         super().__init__()
         if pool not in ("gap", "cls"):
-            raise ValueError(f"unknown pool '{pool}'; valid: gap, cls (model.pool=...)")
+            raise OptionError("model.pool", f"unknown pool {pool!r}", "valid: gap, cls")
         grid = patch_grid(img_size, patch_size, "data.img_size")  # (rows, columns) of patches
         self.patch_size, self.pool = patch_size, pool
         self.patch_embed = nn.Conv2d(in_chans, dim, patch_size, stride=patch_size)

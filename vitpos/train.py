@@ -181,28 +181,17 @@ def test_and_report(cfg, plan: RunPlan, trainer, module, datamodule, checkpoint,
         logger.experiment.add_text("test/beyond_training_size", table, trainer.global_step)
     metrics["params"] = float(sum(p.numel() for p in module.model.parameters()))
     metrics["params_pos"] = float(sum(p.numel() for p in module.model.pos.parameters()))
-    hparams = {
-        "encoding": plan.label,
-        "model": OmegaConf.to_container(cfg.model, resolve=True),
-        "data": str(cfg.data.name),
-        "seed": int(cfg.seed),
-        "params": int(metrics["params"]),
-        "params_pos": int(metrics["params_pos"]),
-    }
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    hparams = {"encoding": plan.label, "model": model, "data": str(cfg.data.name), "seed": int(cfg.seed)}
+    hparams.update(params=int(metrics["params"]), params_pos=int(metrics["params_pos"]))
     # the HPARAMS metric columns, named here; values: the curves at their last value (compared on validation, not test)
     logger.log_hyperparams(hparams, dict.fromkeys(("val/acc", "val/loss", "train/loss"), 0.0))
     logger.finalize("success")
-    if trainer.world_size == 1 and not fast:  # one process saw every test image (DDP ranks: a shard each)
-        save_predictions(out, predictions)
-    if not fast:  # the very last write: its presence means trained to max_epochs and tested
-        write_status(
-            out,
-            "complete",
-            metrics,
-            max_epochs=cfg.trainer.get("max_epochs"),
-            epochs=trainer.current_epoch,
-            best_checkpoint=relative_to_run(out, best),
-        )
+    if not fast:
+        if trainer.world_size == 1:  # one process saw every test image (DDP ranks: a shard each)
+            save_predictions(out, predictions)
+        done = {"max_epochs": cfg.trainer.get("max_epochs"), "epochs": trainer.current_epoch}
+        write_status(out, "complete", metrics, **done, best_checkpoint=relative_to_run(out, best))  # the last write
     if launcher_workers() == 1:  # joblib's side by side: the sweep's end line per job says it (vitpos/run/sweep.py)
         print(format_metrics(metrics, out))
         subset = (cfg.get("eval") or {}).get("test_subset")

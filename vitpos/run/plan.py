@@ -1,14 +1,13 @@
-"""A run's plan: who it is, where it trains and what its folder already holds, decided once.
+"""A run's plan, decided once: who it is, where it trains and what its folder already holds.
 
-:func:`plan_run` records what names the run (:func:`vitpos.run.identity.record`), computes its identity,
-folder and label once, claims the folder (:func:`vitpos.run.folder.claim`) and reads what the folder holds
-(``metrics.json``, ``last.ckpt`` and the config saved in it) once. The :class:`RunPlan` it hands on says
-what the command does: report a finished run, continue a checkpoint, or train from the start.
+:func:`plan_run` records what names the run, computes its identity, folder and label once, claims the folder
+and reads ``metrics.json`` and ``last.ckpt`` (with the config saved in it) once; the :class:`RunPlan` it hands
+on says whether to report a finished run, continue a checkpoint or train from the start.
 
 ``resume`` (configs/train.yaml): ``auto`` continues ``last.ckpt`` only if its run-defining config
-(:func:`vitpos.run.identity.identity`) matches; ``true`` continues it regardless; ``false`` refuses a
-folder that holds a run; a path continues from that checkpoint. A run whose ``metrics.json`` says
-``complete`` with the same ``trainer.max_epochs`` is not trained again; a diverged one is refused.
+(:func:`vitpos.run.identity.identity`) matches; ``true`` continues it regardless; ``false`` refuses a folder
+that holds a run; a path continues from that checkpoint. A run ``complete`` with the same
+``trainer.max_epochs`` is not trained again; a diverged one is refused.
 """
 
 from __future__ import annotations
@@ -97,12 +96,11 @@ def decide(plan: RunPlan, mode, max_epochs) -> RunPlan:
         return plan
     if mode not in (True, "true", "auto"):  # resume=PATH
         path = Path(str(mode))
-        return continued(plan, read_resumable(path, "pass resume=PATH to a vitpos last.ckpt"), path, PATH_FIX)
+        return continued(plan, path, *read_resumable(path, "pass resume=PATH to a vitpos last.ckpt"), PATH_FIX)
     last, status = checkpoints / LAST, read_status(plan.folder)
-    saved = read_resumable(last, OWN_FIX) if last.exists() else None
-    theirs = identity(saved["hyper_parameters"]["cfg"]) if saved is not None else None
-    if theirs is not None and mode == "auto":
-        check_same_run(plan.identity, last, theirs)
+    saved, theirs = read_resumable(last, OWN_FIX) if last.exists() else (None, None)
+    if mode == "auto" and theirs is not None:
+        check_same_run(theirs, plan.identity, last)
     if status is not None and status["status"] == "diverged":  # it would diverge again
         raise DivergenceError(
             f"{plan.folder} holds a run that diverged ({status.get('reason', 'see metrics.json')}); "
@@ -115,14 +113,13 @@ def decide(plan: RunPlan, mode, max_epochs) -> RunPlan:
             raise UserError("resume", f"resume=true but {last} does not exist", "use resume=auto to start fresh")
         return plan
     log.info("resuming from %s", last)
-    return continued(plan, saved, last, OWN_FIX, theirs)
+    return continued(plan, last, saved, theirs, OWN_FIX)
 
 
-def continued(plan: RunPlan, checkpoint: dict, path: Path, fix: str, theirs: dict | None = None) -> RunPlan:
-    """``plan`` continuing ``checkpoint`` (read from ``path``; ``theirs``: its identity), refused before the
-    Trainer starts where Lightning could not continue it: another task, model or encoding (a size-mismatch
-    traceback later), or weights without optimizer and loop state."""
-    theirs = theirs if theirs is not None else identity(checkpoint["hyper_parameters"]["cfg"])
+def continued(plan: RunPlan, path: Path, checkpoint: dict, theirs: dict, fix: str) -> RunPlan:
+    """``plan`` continuing ``checkpoint`` (``theirs``: the identity saved in it), refused before the Trainer
+    starts where Lightning could not continue it: another task, model or encoding (a size-mismatch traceback
+    later), or weights without optimizer and loop state."""
     if other := other_weights(theirs, plan.identity):
         raise UserError("resume", f"{path} was trained with {other}", fix)
     if "pytorch-lightning_version" not in checkpoint or "optimizer_states" not in checkpoint:
@@ -131,18 +128,19 @@ def continued(plan: RunPlan, checkpoint: dict, path: Path, fix: str, theirs: dic
     return replace(plan, resume=str(path), shapes=shapes)
 
 
-def read_resumable(path: Path, fix: str) -> dict:
-    """The checkpoint at ``path``, loaded safely; a folder, a missing, torn or crafted file is refused as
-    ``resume: <path>: <what> (<fix>)``."""
+def read_resumable(path: Path, fix: str) -> tuple[dict, dict]:
+    """The checkpoint at ``path``, loaded safely, and the identity of the config saved in it; a folder, a
+    missing, torn or crafted file is refused as ``resume: <path>: <what> (<fix>)``."""
     if path.is_dir():
         raise UserError(
             "resume", f"{path} is a folder, not a checkpoint file", f"pass resume={example_checkpoint(path)}"
         )
     try:
-        return load_checkpoint(path)
+        checkpoint = load_checkpoint(path)
     except CheckpointError as err:
         what = " ".join(str(err).removeprefix(f"ckpt={path}: ").split())
         raise CheckpointError(str(UserError("resume", f"{path}: {what}", fix))) from None
+    return checkpoint, identity(checkpoint["hyper_parameters"]["cfg"])
 
 
 def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str]:
@@ -171,19 +169,16 @@ def other_weights(theirs: dict, current: dict) -> str | None:
     return None
 
 
-def check_same_run(current: dict, last: Path, theirs: dict | None = None) -> None:
-    """Refuse ``last`` if the identity of its saved config (``theirs``, read from the file when not given)
-    differs from ``current`` (what the folder hash covers). The fix offers ``resume=true`` only when the
-    weights fit (:func:`other_weights`)."""
-    if theirs is None:
-        theirs = identity(read_resumable(last, OWN_FIX)["hyper_parameters"]["cfg"])
+def check_same_run(theirs: dict, current: dict, last: Path) -> None:
+    """Refuse the run's own ``last`` if the identity saved in it (``theirs``) differs from ``current`` (what the
+    folder hash covers). The fix offers ``resume=true`` only when the weights fit (:func:`other_weights`)."""
     if not (diffs := config_differences(theirs, current)):
         return
     if other := other_weights(theirs, current):  # resume=true would fail too
         raise UserError("resume", f"{last} holds a checkpoint of {other}", OWN_FIX)
+    more = "; ..." if len(diffs) > 3 else ""
     raise UserError(
         "resume",
-        f"{last} belongs to a run with another configuration ({'; '.join(diffs[:3])}"
-        f"{'; ...' if len(diffs) > 3 else ''})",
+        f"{last} belongs to a run with another configuration ({'; '.join(diffs[:3])}{more})",
         "pass run.label=<name> or run.root=<dir> for a new run, or resume=true to continue that checkpoint anyway",
     )

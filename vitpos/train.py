@@ -77,14 +77,14 @@ def fit(cfg: DictConfig, plan: RunPlan) -> dict[str, float]:
     if not trainer_opts.setdefault("enable_model_summary", False):
         log.info(summary_line(module))  # one line instead of Lightning's table
     trainer_opts["enable_progress_bar"] = shows_bar(trainer_opts["enable_progress_bar"])
-    bar = progress_bar(plan.name) if trainer_opts["enable_progress_bar"] else EpochLine(plan.name)  # else a line
+    bar = progress_bar(plan.name) if trainer_opts["enable_progress_bar"] else EpochLine(plan.name)  # or a line each
     trainer_opts["use_distributed_sampler"] = False  # the datamodules shard DDP evaluation unpadded: exact metrics
     trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
     logger_opts = OmegaConf.to_container(cfg.logger, resolve=True)
     logger = RunLogger(save_dir=str(out.parent.parent), name=out.parent.name, version=out.name, **logger_opts)
     timer = Timer()  # fit wall time, kept in last.ckpt: a resumed run adds to what the checkpoint says
     guard = DivergenceGuard(divergence_hint(cfg), int(cfg.trainer.log_every_n_steps or 20))
-    callbacks = [LearningRateMonitor(logging_interval="step"), timer, EpochSeed(cfg.seed), guard, bar]  # exact resume
+    callbacks = [LearningRateMonitor(logging_interval="step"), timer, EpochSeed(cfg.seed), guard]  # seed: exact resume
     checkpoint = last = None
     if not fast:  # best by val/acc; save_last=False: LastCheckpoint writes last.ckpt every epoch, not on improvement
         checkpoint = BestCheckpoint(  # best-epoch<NNN>.ckpt, NNN counted from 1
@@ -99,6 +99,7 @@ def fit(cfg: DictConfig, plan: RunPlan) -> dict[str, float]:
         callbacks += [checkpoint, last]
     if cfg.task.pictures:
         callbacks.append(PicturesCallback(cfg.task.pictures_every_n_epochs))
+    callbacks.append(bar)  # last: callbacks run in list order, so the epoch's line follows the others' work
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=plan.resume, weights_only=True)

@@ -144,16 +144,14 @@ class _RunsCode:
 def test_a_crafted_checkpoint_is_refused_by_the_loaders_of_the_training_path(tmp_path):
     import pickle
 
-    from omegaconf import OmegaConf
-
     from vitpos.run.checkpoint import CheckpointError
-    from vitpos.run.resume import check_same_run
+    from vitpos.run.plan import OWN_FIX, read_resumable
     from vitpos.tasks.classification import ImageClassifier
 
     evil = tmp_path / "last.ckpt"
     torch.save({"state_dict": {}, "hyper_parameters": {"cfg": {}}, "payload": _RunsCode()}, evil)
     with pytest.raises(CheckpointError, match="refused"):  # resume=auto's config check
-        check_same_run(OmegaConf.create({"model": {}}), evil)
+        read_resumable(evil, OWN_FIX)
     with pytest.raises(pickle.UnpicklingError):  # load_from_checkpoint defaults to weights_only=True
         ImageClassifier.load_from_checkpoint(evil, map_location="cpu")
 
@@ -163,7 +161,8 @@ def test_resume_auto_compares_only_what_defines_the_run(tmp_path):
     a run-defining one (the encoding's base) is refused with the differing key."""
     from omegaconf import OmegaConf
 
-    from vitpos.run.resume import check_same_run
+    from vitpos.run.identity import identity
+    from vitpos.run.plan import OWN_FIX, check_same_run, read_resumable
 
     base = {
         "model": {"dim": 64},
@@ -177,11 +176,12 @@ def test_resume_auto_compares_only_what_defines_the_run(tmp_path):
     torch.save({"state_dict": {}, "hyper_parameters": {"cfg": base}}, last)
     harmless = OmegaConf.create(base)
     harmless.data.eval_batch_size, harmless.task.pictures = 64, False
-    check_same_run(harmless, last)  # no error
+    _, theirs = read_resumable(last, OWN_FIX)
+    check_same_run(theirs, identity(harmless), last)  # no error
     changed = OmegaConf.create(base)
     changed.encoding.base = 10.0
     with pytest.raises(ValueError, match="encoding.base"):
-        check_same_run(changed, last)
+        check_same_run(theirs, identity(changed), last)
 
 
 def test_the_interrupt_line_counts_epochs_as_the_console_does(tmp_path):

@@ -47,7 +47,7 @@ def test_same_data_moved_keeps_the_run_other_data_does_not(tmp_path):
 
 
 def test_resume_auto_refuses_a_checkpoint_trained_on_other_data(tmp_path):
-    from vitpos.run.resume import config_differences
+    from vitpos.run.plan import config_differences
 
     a = small_imagefolder(tmp_path / "a", per_class=2)
     other = tmp_path / "other"

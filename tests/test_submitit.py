@@ -261,7 +261,7 @@ def test_a_preempted_job_is_missing_the_sweep_waits_for_the_others_and_resubmiss
     other job, and its summary lists the killed one as missing (hydra_plugins/vitpos_submitit:
     the plugin's own launcher stops at the first dead job with a traceback). The same sweep command again
     skips the finished job and resumes the killed one from ``last.ckpt`` (resume=auto;
-    vitpos/run/resume.py). Its weights and metrics equal those of a run that was never stopped
+    vitpos/run/plan.py). Its weights and metrics equal those of a run that was never stopped
     (test_resume.py compares a plain run the same way)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     plain = run_command("train.py", *PREEMPT, "encoding=rope_2d", f"run.root={tmp_path / 'plain'}", cwd=tmp_path)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
-from pathlib import Path
 
 import lightning as L
 from lightning.pytorch.callbacks import LearningRateMonitor, Timer
@@ -33,12 +31,10 @@ from vitpos.cli.console import device_line, progress_bar, quiet_console, shows_b
 from vitpos.encodings.plugins import load_named
 from vitpos.errors import DivergenceError
 from vitpos.extrapolate import evaluate_module
-from vitpos.metrics import metric_name
-from vitpos.run.checkpoint import task_kind
-from vitpos.run.folder import claim
-from vitpos.run.identity import next_commands, record, run_dir, run_label
-from vitpos.run.resume import check_weights_fit, finished_run, resume_path
-from vitpos.run.status import best_checkpoint, read_status, relative_to_run, save_predictions, write_status
+from vitpos.metrics import metric_name, parse_metric
+from vitpos.run.identity import next_commands
+from vitpos.run.plan import RunPlan, plan_run
+from vitpos.run.status import format_metrics, relative_to_run, save_predictions, write_status
 from vitpos.runtime import launcher_workers, resolve_runtime, sweep_jobs, trainer_precision
 from vitpos.tables import final_scores_markdown, sweep_markdown
 from vitpos.tasks import build
@@ -59,26 +55,31 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
     resolve_runtime(cfg)  # threads per sweep job
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     load_named(cfg.encoding)  # a plug-in named on the command line (each sweep job's process imports it)
-    record(cfg)  # the data's fingerprint, the resolved precision, the machine: saved with the run
-    out = run_dir(cfg)
-    log.info("run folder: %s", out)
-    with claim(out, Path(cfg.run.root)):  # also words a write the disk refused (one line: path, cause)
-        return train_in(cfg, out)
+    with plan_run(cfg) as plan:  # identity, folder (claimed) and what it holds, once
+        if plan.finished is not None:
+            print(format_metrics(plan.finished, plan.folder))
+            print("(finished earlier: stored metrics from metrics.json; nothing trained)")
+            if note := unmeasured_note(plan, cfg.eval):
+                print(note)
+            return plan.finished
+        return fit(cfg, plan)
 
 
-def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
-    """:func:`train` inside its claimed run folder ``out``."""
-    fast = bool(cfg.trainer.fast_dev_run)
-    done = None if fast else finished_run(cfg, out)
-    if done is not None:
-        print(format_metrics(done, out) + "\n(finished earlier: stored metrics from metrics.json; nothing trained)")
-        if note := unmeasured_note(cfg, done, out):
-            print(note)
-        return done
-    ckpt_path = None if fast else resume_path(cfg, out / "checkpoints")  # checked before anything is written
+def fit(cfg: DictConfig, plan: RunPlan) -> dict[str, float]:
+    """:func:`train` inside its claimed run folder, from the start or from ``plan.resume``."""
+    out, fast = plan.folder, bool(cfg.trainer.fast_dev_run)
     module, datamodule = build(cfg)
-    if ckpt_path is not None:
-        check_weights_fit(module, ckpt_path)  # a size mismatch as one line, before a logger writes a file
+    plan.check_fits(module)  # a size mismatch as one line, before a logger writes a file
+    trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
+    trainer_opts["precision"] = trainer_precision(trainer_opts)  # auto: bf16-mixed where native (vitpos/runtime.py)
+    if no_gpu := device_line(trainer_opts["precision"]):  # without a GPU: one line for Lightning's GPU/TPU lines
+        log.info(no_gpu)
+    if not trainer_opts.setdefault("enable_model_summary", False):
+        log.info(summary_line(module))  # one line instead of Lightning's table
+    trainer_opts["enable_progress_bar"] = shows_bar(trainer_opts["enable_progress_bar"])
+    bar = progress_bar(plan.name) if trainer_opts["enable_progress_bar"] else EpochLine(plan.name)  # or a line each
+    trainer_opts["use_distributed_sampler"] = False  # the datamodules shard DDP evaluation unpadded: exact metrics
+    trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
     logger_opts = OmegaConf.to_container(cfg.logger, resolve=True)
     logger = RunLogger(save_dir=str(out.parent.parent), name=out.parent.name, version=out.name, **logger_opts)
     timer = Timer()  # fit wall time, kept in last.ckpt: a resumed run adds to what the checkpoint says
@@ -98,33 +99,22 @@ def train_in(cfg: DictConfig, out: Path) -> dict[str, float]:
         callbacks += [checkpoint, last]
     if cfg.task.pictures:
         callbacks.append(PicturesCallback(cfg.task.pictures_every_n_epochs))
-    trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
-    trainer_opts["precision"] = trainer_precision(trainer_opts)  # auto: bf16-mixed where native (vitpos/runtime.py)
-    if no_gpu := device_line(trainer_opts["precision"]):  # without a GPU: one line for Lightning's GPU/TPU lines
-        log.info(no_gpu)
-    trainer_opts["use_distributed_sampler"] = False  # the datamodules shard DDP evaluation unpadded: exact metrics
-    trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
-    name = f"{run_label(cfg)}/seed{cfg.seed}"  # sweeps and logs: one line per epoch instead of a bar
-    trainer_opts["enable_progress_bar"] = shows_bar(trainer_opts["enable_progress_bar"])
-    callbacks.append(progress_bar(name) if trainer_opts["enable_progress_bar"] else EpochLine(name))
-    if not trainer_opts.setdefault("enable_model_summary", False):
-        log.info(summary_line(module))  # one line instead of Lightning's table
+    callbacks.append(bar)  # last: callbacks run in list order, so the epoch's line follows the others' work
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-    except DivergenceError as err:
-        if trainer.is_global_zero:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=plan.resume, weights_only=True)
+    except BaseException as err:
+        if not isinstance(err, DivergenceError):
+            if last is not None and last.interrupted is not None and trainer.is_global_zero:
+                print(last.interrupted_message(trainer.current_epoch), flush=True)
+        elif trainer.is_global_zero:
             logger.experiment.add_scalar("run/diverged", 1.0, trainer.global_step)
             logger.experiment.add_text("run/status", f"diverged: {err}", trainer.global_step)
             logger.finalize("failed")
             write_status(out, "diverged", reason=str(err), epoch=trainer.current_epoch, step=trainer.global_step)
         raise
-    except BaseException:
-        if last is not None and last.interrupted is not None and trainer.is_global_zero:
-            print(last.interrupted_message(trainer.current_epoch), flush=True)
-        raise
     fit_seconds = timer.time_elapsed("train")  # now: loading the best checkpoint for testing reloads the timer too
-    return test_and_report(cfg, out, trainer, module, datamodule, checkpoint, fit_seconds, fast)
+    return test_and_report(cfg, plan, trainer, module, datamodule, checkpoint, fit_seconds)
 
 
 class RunLogger(TensorBoardLogger):
@@ -159,8 +149,9 @@ class RunLogger(TensorBoardLogger):
             self._naming_columns = False
 
 
-def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit_seconds: float, fast: bool) -> dict:
+def test_and_report(cfg, plan: RunPlan, trainer, module, datamodule, checkpoint, fit_seconds: float) -> dict:
     """Test the best checkpoint, evaluate at other sizes, log and write ``metrics.json`` (rank 0)."""
+    out, fast = plan.folder, bool(cfg.trainer.fast_dev_run)
     eval_start = time.perf_counter()
     best = checkpoint.best_model_path if checkpoint is not None and checkpoint.best_model_path else None
     results = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False, weights_only=True)
@@ -169,13 +160,12 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         metrics["val/acc_best"] = float(checkpoint.best_model_score)
     if not trainer.is_global_zero:
         return metrics  # extrapolation, logging and metrics.json happen once, on rank 0
-    if trainer.world_size == 1 and not fast:  # one process saw every test image (DDP ranks: a shard each)
-        save_predictions(out, getattr(module, "test_predictions", None))
+    predictions = list(getattr(module, "test_predictions", None) or [])  # of the scored checkpoint
     extra = evaluate_module(  # fast_dev_run: one test batch per size, as Lightning's own loops
         module,
         datamodule,
         cfg.eval,
-        task_kind(cfg),
+        plan.kind,
         device=module.device,
         max_batches=1 if fast else None,
         progress=sweep_jobs() == 1,  # side by side, bars of several jobs would overwrite each other
@@ -192,26 +182,17 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
         logger.experiment.add_text("test/beyond_training_size", table, trainer.global_step)
     metrics["params"] = float(sum(p.numel() for p in module.model.parameters()))
     metrics["params_pos"] = float(sum(p.numel() for p in module.model.pos.parameters()))
-    hparams = {
-        "encoding": run_label(cfg),
-        "model": OmegaConf.to_container(cfg.model, resolve=True),
-        "data": str(cfg.data.name),
-        "seed": int(cfg.seed),
-        "params": int(metrics["params"]),
-        "params_pos": int(metrics["params_pos"]),
-    }
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    hparams = {"encoding": plan.label, "model": model, "data": str(cfg.data.name), "seed": int(cfg.seed)}
+    hparams.update(params=int(metrics["params"]), params_pos=int(metrics["params_pos"]))
     # the HPARAMS metric columns, named here; values: the curves at their last value (compared on validation, not test)
     logger.log_hyperparams(hparams, dict.fromkeys(("val/acc", "val/loss", "train/loss"), 0.0))
     logger.finalize("success")
-    if not fast:  # the very last write: its presence means trained to max_epochs and tested
-        write_status(
-            out,
-            "complete",
-            metrics,
-            max_epochs=cfg.trainer.get("max_epochs"),
-            epochs=trainer.current_epoch,
-            best_checkpoint=relative_to_run(out, best),
-        )
+    if not fast:
+        if trainer.world_size == 1:  # one process saw every test image (DDP ranks: a shard each)
+            save_predictions(out, predictions)
+        done = {"max_epochs": cfg.trainer.get("max_epochs"), "epochs": trainer.current_epoch}
+        write_status(out, "complete", metrics, **done, best_checkpoint=relative_to_run(out, best))  # the last write
     if launcher_workers() == 1:  # joblib's side by side: the sweep's end line per job says it (vitpos/run/sweep.py)
         print(format_metrics(metrics, out))
         subset = (cfg.get("eval") or {}).get("test_subset")
@@ -219,35 +200,22 @@ def test_and_report(cfg, out: Path, trainer, module, datamodule, checkpoint, fit
     return metrics
 
 
-def unmeasured_note(cfg: DictConfig, metrics: dict[str, float], out: Path) -> str | None:
-    """One line naming the sizes asked for (``eval.resolutions`` / ``eval.lengths``) that the finished run in
-    ``out`` never measured, with the ``python -m vitpos.extrapolate`` command that measures them.
+def unmeasured_note(plan: RunPlan, eval_cfg) -> str | None:
+    """One line naming the sizes asked for (``eval.resolutions`` / ``eval.lengths``) that the finished run of
+    ``plan`` never measured, with the ``python -m vitpos.extrapolate`` command that measures them.
 
     Not evaluated here: eval options are not part of a run's identity, so ``metrics.json`` stays the record
     of what the training run measured, not of what later commands asked."""
-    kind = task_kind(cfg)
-    option = "lengths" if kind == "len" else "resolutions"
-    sizes = cfg.eval.get(option) or []
-    missing = [
-        s for s in sizes if not {metric_name(kind, s), metric_name(kind, s, resampling="upsampled")} & set(metrics)
-    ]
+    option = "lengths" if plan.kind == "len" else "resolutions"
+    scores = filter(None, map(parse_metric, plan.finished))  # at the default strategy, native or upsampled
+    measured = {m.size for m in scores if (m.stat, m.kind, m.strategy) == ("acc", plan.kind, None)}
+    named = [(s, metric_name(plan.kind, s)) for s in eval_cfg.get(option) or []]  # each size converted once
+    missing = [(s, name) for s, name in named if parse_metric(name).size not in measured]
     if not missing:
         return None
-    ckpt = best_checkpoint(out, read_status(out)) or out / "checkpoints" / "last.ckpt"
-    listed = ",".join(str(list(s)) if not isinstance(s, (int, str)) else str(s) for s in missing).replace(" ", "")
+    listed = ",".join(str(s) if isinstance(s, (int, str)) else str(list(s)) for s, _ in missing).replace(" ", "")
     return (
-        f"note: eval.{option} asks for {', '.join(metric_name(kind, s) for s in missing)}, which this "
+        f"note: eval.{option} asks for {', '.join(name for _, name in missing)}, which this "
         f"finished run never measured (a finished run is not evaluated again); measure it with: "
-        f"python -m vitpos.extrapolate ckpt={ckpt} {option}=[{listed}] out={out}/extrapolation"
+        f"python -m vitpos.extrapolate ckpt={plan.best} {option}=[{listed}] out={plan.folder}/extrapolation"
     )
-
-
-def format_metrics(metrics: dict[str, float], folder: Path) -> str:
-    """The run folder, then a metric a line: counts (``params``) as integers, the rest with four decimals."""
-    width = max(map(len, metrics), default=0)
-    lines = [f"run folder: {folder}"]
-    words = {k: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", k)] for k in metrics}  # len32 < len128
-    for k, v in sorted(metrics.items(), key=lambda kv: words[kv[0]]):
-        value = f"{int(v):,}" if k.startswith("params") and v == v else f"{v:.4f}"
-        lines.append(f"  {k:<{width}}  {value}")
-    return "\n".join(lines)

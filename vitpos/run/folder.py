@@ -98,19 +98,13 @@ def disk_fault(error: BaseException, folder: Path) -> DiskFault | None:
 @contextmanager
 def claim(folder: Path, root: Path) -> Iterator[None]:
     """Hold ``folder`` for this run (see the module docstring)."""
-    existed = folder.exists()
-    main = is_main_process()
-    if main:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            acquire(folder)
-        except OSError as error:  # read-only or full run.root
-            if (fault := disk_fault(error, folder)) is None:
-                raise
-            raise fault from error
+    existed, main = folder.exists(), is_main_process()
     try:
+        if main:
+            folder.mkdir(parents=True, exist_ok=True)  # a read-only or full run.root: a DiskFault below
+            acquire(folder)
         yield
-    except Exception as error:  # bad input or an early crash
+    except Exception as error:  # bad input, a live holder of the lock or an early crash
         if main and not existed and folder.exists() and not holds_results(folder):  # its lock goes in `finally`
             shutil.rmtree(folder, ignore_errors=True)
             remove_empty_parents(folder, root)

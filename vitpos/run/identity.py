@@ -187,9 +187,9 @@ def _compact_sizes(data: dict) -> dict:
     return out
 
 
-def config_hash(cfg) -> str:
-    """Six hex digits of :func:`identity` (order of keys does not matter)."""
-    text = json.dumps(identity(cfg), sort_keys=True, default=str)
+def config_hash(cfg, ident: dict | None = None) -> str:
+    """Six hex digits of :func:`identity` (``ident``, where computed already; order of keys does not matter)."""
+    text = json.dumps(identity(cfg) if ident is None else ident, sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:6]
 
 
@@ -215,9 +215,9 @@ def model_name(cfg: DictConfig) -> str:
     return next((option for option, schema in options if defaults(schema) == model), "custom")
 
 
-def run_dir(cfg: DictConfig) -> Path:
-    """``run.root/group/model/label-hash/seed<k>`` (see the module docstring)."""
-    name = f"{run_label(cfg)}-{config_hash(cfg)}"
+def run_dir(cfg: DictConfig, ident: dict | None = None) -> Path:
+    """``run.root/group/model/label-hash/seed<k>`` (see the module docstring; ``ident``: :func:`identity`)."""
+    name = f"{run_label(cfg)}-{config_hash(cfg, ident)}"
     return Path(cfg.run.root) / str(cfg.run.group) / model_name(cfg) / name / f"seed{cfg.seed}"
 
 

@@ -3,13 +3,15 @@
 ``{"status": "complete" | "diverged", "metrics": {name: value}, ...}``. ``complete`` is written as a
 run's very last step, so rerunning the same command prints these metrics instead of training again.
 ``diverged`` records the divergence guard's message (``reason``); ``vitpos.compare`` lists such runs
-(TensorBoard also gets the scalar ``run/diverged`` = 1).
+(TensorBoard also gets the scalar ``run/diverged`` = 1). :func:`format_metrics` prints the metrics, at the
+end of a run and when the same command finds it finished.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from vitpos.files import atomic_write_text
@@ -61,3 +63,14 @@ def save_predictions(out: Path, batches: list | None) -> None:
     predicted, true = (np.concatenate([x.numpy() for x in column]) for column in zip(*batches))
     with open(out / "test_predictions.npz", "wb") as f:
         np.savez_compressed(f, predicted=predicted, true=true)
+
+
+def format_metrics(metrics: dict[str, float], folder: Path) -> str:
+    """The run folder, then a metric a line: counts (``params``) as integers, the rest with four decimals."""
+    width = max(map(len, metrics), default=0)
+    lines = [f"run folder: {folder}"]
+    words = {k: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", k)] for k in metrics}  # len32 < len128
+    for k, v in sorted(metrics.items(), key=lambda kv: words[kv[0]]):
+        value = f"{int(v):,}" if k.startswith("params") and v == v else f"{v:.4f}"
+        lines.append(f"  {k:<{width}}  {value}")
+    return "\n".join(lines)

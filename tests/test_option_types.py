@@ -13,9 +13,8 @@ import pytest
 from conftest import CONFIGS, ROOT
 from hydra import compose, initialize_config_dir
 
-from vitpos.checks.options import check_options
 from vitpos.config import OPTIONS
-from vitpos.config.rules import IMAGE, SEQUENCE, Flag, Given, Int, Number
+from vitpos.config.rules import IMAGE, SEQUENCE, Flag, Given, Int, Number, check_options
 from vitpos.errors import UserError
 from vitpos.sizes import is_integer
 from vitpos.validate import validate
@@ -99,7 +98,7 @@ def test_the_schema_names_options_the_configs_have():
     is for."""
     from omegaconf import OmegaConf
 
-    from vitpos.checks.options import ABSENT, lookup
+    from vitpos.config.rules import ABSENT, lookup
 
     configs = {IMAGE: [SHAPES, ["data=cifar10"]], SEQUENCE: [TASK[SEQUENCE]]}
     with initialize_config_dir(config_dir=str(CONFIGS), version_base=None):
@@ -128,10 +127,10 @@ def test_absent_options_and_exempting_options():
     """An option the config does not have is not checked; ``trainer.fast_dev_run`` makes
     ``trainer.max_epochs`` unused, so 0 is fine there and nowhere else."""
     plain = {"optim": {"lr": 0.1}, "trainer": {"max_epochs": 0, "fast_dev_run": True}}
-    check_options(plain, image=True)
+    check_options(plain, IMAGE, OPTIONS)
     plain["trainer"]["fast_dev_run"] = False
     with pytest.raises(UserError, match="trainer.max_epochs: must be an integer >= 1, got 0"):
-        check_options(plain, image=True)
+        check_options(plain, IMAGE, OPTIONS)
 
 
 @pytest.mark.slow

@@ -21,8 +21,8 @@ from omegaconf import OmegaConf, open_dict
 from test_snapshot import SNAPSHOT_RUNS
 
 from vitpos import config
-from vitpos.checks.options import OPTIONS
 from vitpos.cli.train_help import SAME_FOLDER, option_lines
+from vitpos.config import OPTIONS
 from vitpos.config.rules import Given, option, rules
 from vitpos.encodings import get_encoding_class
 from vitpos.run import identity as ident

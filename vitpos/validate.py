@@ -12,7 +12,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 from vitpos.checks import data, model, options
+from vitpos.config import OPTIONS
+from vitpos.config.rules import IMAGE, SEQUENCE, check_options
 from vitpos.errors import UserError
+from vitpos.integrations import is_timm
 
 
 def validate(cfg, plugins: bool = True) -> None:
@@ -23,17 +26,18 @@ def validate(cfg, plugins: bool = True) -> None:
     no module the config names in ``encoding.module`` (a config read off disk, e.g. by ``vitpos.compare``: code
     runs only when the command names it), so a plug-in encoding's options and network go unchecked."""
     plain = resolved(cfg)
+    timm = isinstance(plain.get("model"), dict) and is_timm(plain["model"])  # asked once, handed on
     image = options.check_task(plain.get("task"))
-    options.check_needed(plain, image)
-    options.check_options(plain, image)
-    options.check_threads(plain.get("threads", "auto"))
+    options.check_needed(plain, image, timm)
+    check_options(plain, IMAGE if image else SEQUENCE, OPTIONS)  # the schema's rules of single values
     options.check_run_names(plain["run"])
     options.check_run_root(plain["run"].get("root"))
     options.check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
     options.check_trainer_values(plain["trainer"])
     data_module = data.check_data(plain, image)  # nothing loaded: the network's classes and tokens
-    plain["model"] = model.check_model(plain, image, data_module, plugins)  # model=timm: its geometry from timm
+    plain["model"] = model.check_model(plain, image, timm, data_module, plugins)  # model=timm: geometry from timm
     resolutions = data.check_evaluation(plain, image)
+    options.check_threads(plain.get("threads", "auto"))  # last: the one rule that lives in vitpos.runtime
     if image and isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == data.AUTO:
         with read_write(cfg), open_dict(cfg):
             cfg.eval.resolutions = resolutions

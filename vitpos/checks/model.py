@@ -16,7 +16,6 @@ import re
 import sys
 
 from vitpos.errors import InputError, UserError
-from vitpos.integrations import is_timm
 from vitpos.sizes import as_hw, patch_grid
 
 
@@ -29,15 +28,14 @@ def encoding_names() -> str:
     return f"image: {', '.join(list_encodings(2))}; sequence: {', '.join(list_encodings(1))}{also}"
 
 
-def check_model(c: dict, image: bool, data_module, plugins: bool = True) -> dict:
+def check_model(c: dict, image: bool, timm: bool, data_module, plugins: bool = True) -> dict:
     """Name, strategy and options of ``encoding``, then the run's network built with it for ``data_module``'s
-    classes and tokens (:func:`check_network`; a timm model: :func:`check_timm`); returns ``c["model"]`` with a timm
-    model's geometry filled in (:func:`timm_geometry`). ``plugins=False``: a plug-in's module is not imported, so
-    only its name and module are checked."""
+    classes and tokens (:func:`check_network`; ``timm``, a timm model, which the caller asked once:
+    :func:`check_timm`); returns ``c["model"]`` with a timm model's geometry filled in (:func:`timm_geometry`).
+    ``plugins=False``: a plug-in's module is not imported, so only its name and module are checked."""
     from vitpos.encodings import get_encoding_class
     from vitpos.encodings.plugins import is_builtin
 
-    timm = is_timm(c["model"])
     if timm:
         c = {**c, "model": timm_geometry(c, image)}
     enc = dict(c["encoding"])

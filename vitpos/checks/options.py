@@ -2,9 +2,9 @@
 each task needs (first: every other check depends on the task), the typed options, run folder names, the
 thread count and the ``trainer.*`` keys (the one check that imports Lightning).
 
-The typed options' rules are the schema's (:data:`vitpos.config.OPTIONS`, the rules its fields' metadata hold;
-:data:`vitpos.config.LAUNCHER` for a sweep's ``hydra.launcher.*``): :func:`check_options` applies them.
-Options whose rule involves another option are checked in :mod:`vitpos.checks.data`.
+The typed options' rules are the schema's (:data:`vitpos.config.OPTIONS`, the rules its fields' metadata hold):
+:func:`vitpos.config.rules.check_options` applies them; :func:`check_launcher` applies :data:`vitpos.config.LAUNCHER`
+to a sweep's ``hydra.launcher.*``. Options whose rule involves another option are checked in :mod:`vitpos.checks.data`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from vitpos.config import LAUNCHER, OPTIONS
-from vitpos.config.rules import IMAGE, SEQUENCE, check_value
+from vitpos.config import LAUNCHER
+from vitpos.config.rules import ABSENT, check_value, lookup
 from vitpos.errors import UserError
-from vitpos.integrations import is_timm
 
 #: the launchers whose options a sweep may set (Hydra's basic launcher takes none)
 LAUNCHERS_WITH_OPTIONS = "hydra/launcher=vitpos_local, vitpos_slurm or joblib"
@@ -40,30 +39,6 @@ def check_launcher(launcher: dict) -> None:
     for key, spec in LAUNCHER.items():
         if key in launcher:
             check_value(f"hydra.launcher.{key}", spec, launcher[key])
-
-
-ABSENT = object()  # an option the config does not have (this data set or task has none): not checked
-
-
-def lookup(c: dict, option: str):
-    """The value of ``option`` (dotted) in the plain config ``c``; :data:`ABSENT` when a key is absent."""
-    node = c
-    for key in option.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return ABSENT
-        node = node[key]
-    return node
-
-
-def check_options(c: dict, image: bool) -> None:
-    """Every option of :data:`OPTIONS` that this task uses, unless an option (``trainer.fast_dev_run``) makes
-    it unused."""
-    task = IMAGE if image else SEQUENCE
-    for option, spec in OPTIONS.items():
-        value = lookup(c, option)
-        exempt = ABSENT if spec.unless is None else lookup(c, spec.unless)
-        if value is not ABSENT and spec.task in (None, task) and (exempt is ABSENT or not exempt):
-            check_value(option, spec, value)
 
 
 def check_task(task) -> bool:
@@ -92,10 +67,9 @@ SOURCES = {
 }
 
 
-def check_needed(c: dict, image: bool) -> None:
+def check_needed(c: dict, image: bool, timm: bool) -> None:
     """Every option of :data:`NEEDS` this task reads is present (null values are the typed checks'
-    business); ``model=timm`` needs no geometry: it comes from timm (``checks/model.py``)."""
-    timm = isinstance(c.get("model"), dict) and is_timm(c["model"])
+    business); ``timm`` (``model=timm``) needs no geometry: it comes from timm (``checks/model.py``)."""
     groups = [None, "image" if image else "sequence"] + ([] if timm else ["model"] + ["image model"] * image)
     for option in (o for g in groups for o in NEEDS[g]):
         if lookup(c, option) is ABSENT:

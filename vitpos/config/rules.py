@@ -4,7 +4,8 @@ the tools' ``key=value`` options (:mod:`vitpos.cli.options`).
 A field's metadata holds its ``help`` and its ``rule``: kind and bounds (:class:`Given`: another check owns it) and
 part in the run's identity (``defines``, ``as_before``). :func:`rules` walks schemas into ``dotted name -> rule``
 (:data:`vitpos.config.OPTIONS`: the objects the fields hold), which the config check, ``python train.py --help``,
-the config fuzzer and the run identity read. An integer refuses ``true``: :func:`vitpos.sizes.is_integer`.
+the config fuzzer and the run identity read; :func:`check_options` applies them to a composed config (the schema
+checks its own values). An integer refuses ``true``: :func:`vitpos.sizes.is_integer`.
 """
 
 from __future__ import annotations
@@ -164,3 +165,26 @@ def check_value(option: str, spec: Spec, value) -> None:
             raise UserError(name, problem, fix)
     if spec.items and spec.length is not None and len(value) != spec.length:
         raise UserError(option, f"must be a list of {spec.length}, got {len(value)}: {value!r}", fix)
+
+
+ABSENT = object()  # an option the config does not have (this data set or task has none): not checked
+
+
+def lookup(c: dict, option: str):
+    """The value of ``option`` (dotted) in the plain config ``c``; :data:`ABSENT` when a key is absent."""
+    node = c
+    for key in option.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return ABSENT
+        node = node[key]
+    return node
+
+
+def check_options(c: dict, task: str, specs: dict[str, Spec]) -> None:
+    """Every option of ``specs`` (:data:`vitpos.config.OPTIONS`) that ``task`` (:data:`IMAGE` or :data:`SEQUENCE`)
+    uses, in the plain config ``c``, unless an option (``trainer.fast_dev_run``) makes it unused."""
+    for option, spec in specs.items():
+        value = lookup(c, option)
+        exempt = ABSENT if spec.unless is None else lookup(c, spec.unless)
+        if value is not ABSENT and spec.task in (None, task) and (exempt is ABSENT or not exempt):
+            check_value(option, spec, value)

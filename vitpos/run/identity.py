@@ -24,8 +24,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from vitpos.checks.options import OPTIONS
-from vitpos.config import SCHEMAS, defaults
+from vitpos.config import OPTIONS, SCHEMAS, defaults
 from vitpos.config.encodings import as_lists
 from vitpos.config.eval import ImageEval
 from vitpos.data.fingerprint import data_fingerprint

@@ -14,10 +14,10 @@ import pytest
 from conftest import require_cifar
 from PIL import Image
 
-from vitpos.checks.data import image_counts
 from vitpos.data.cifar10 import load_imagefolder
 from vitpos.data.fingerprint import data_fingerprint
 from vitpos.data.folder import CLASSES, list_images, scan
+from vitpos.data.options import image_counts
 from vitpos.errors import DataError
 
 #: the fingerprint of the committed CIFAR-10 copy: run folders of the committed runs depend on it

@@ -17,6 +17,7 @@ from conftest import compose_train, run_command
 from vitpos.checks.data import eval_resolutions
 from vitpos.data.shapes import MIN_CELLS, can_draw, check_layout, make_shapes, smallest_img_size
 from vitpos.errors import UserError
+from vitpos.sizes import as_hw
 from vitpos.validate import validate
 
 TINY = [
@@ -88,7 +89,7 @@ def test_the_layout_rule_is_the_generators_limit(cell):
     is ``smallest_img_size`` = two cells, and every label is drawn there."""
     for side in range(1, 4 * cell + 1):
         try:
-            rows, cols = check_layout(side, cell)
+            rows, cols = check_layout((side, side), cell)
         except UserError as err:
             with pytest.raises(UserError) as caught:
                 make_shapes(2, side, cell)
@@ -137,7 +138,7 @@ def test_the_drawing_rule_is_the_generators_limit(size):
     """``can_draw`` (the check's rule) answers yes exactly where ``make_shapes`` draws the layout of
     ``[12, 32]`` (3x8 cells); where it says no, the generator refuses with a UserError."""
     img_size, cell = [12, 32], 4
-    if can_draw(size, img_size, cell):
+    if can_draw(as_hw(size), as_hw(img_size), cell):
         images, _ = make_shapes(2, img_size, cell, size=size)
         assert images.shape[-2:] == ((size, size) if isinstance(size, int) else size)
     else:

@@ -121,8 +121,8 @@ def patch_grid(size, patch, option: str = "size") -> HW:
         return h // ph, w // pw
     rule = f"a multiple of model.patch_size={ph}" if ph == pw else f"a multiple of the patch size {ph}x{pw}"
     lows, highs = nearest_multiples(h, ph), nearest_multiples(w, pw)
-    if is_integer(size) and ph == pw:
-        raise UserError(option, f"{size} is not {rule}", f"e.g. {' or '.join(map(str, lows))}")
+    if h == w and ph == pw:  # a square is written as its side
+        raise UserError(option, f"{h} is not {rule}", f"e.g. {' or '.join(map(str, lows))}")
     good = " or ".join(f"[{a},{b}]" for a, b in sorted({(lows[0], highs[0]), (lows[-1], highs[-1])}))
     raise UserError(option, f"[{h}, {w}] is not {rule} on each side", f"e.g. {good}")
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vitpos.data.folder import list_images
-from vitpos.data.options import Counts, check_split, counts_of
+from vitpos.data.options import check_split, image_counts
 from vitpos.data.shapes import can_draw, check_drawable
 from vitpos.errors import UserError
 from vitpos.eval_memory import run_memory_problem
-from vitpos.sizes import default_resolutions, patch_grid
+from vitpos.sizes import as_hw, default_resolutions, patch_grid
 
 #: ``eval.resolutions``'s default: sizes around the training size that the patches tile
 AUTO = "auto"
@@ -50,11 +49,13 @@ def check_evaluation(c: dict, image: bool) -> list | None:
     data, resolutions, counts = c["data"], None, None
     if image:
         patch, resolutions = c["model"]["patch_size"], eval_resolutions(c)
-        tested = {f"eval.resolutions[{i}]": s for i, s in enumerate(resolutions)}
-        for option, size in tested.items() if data["name"] == "shapes" else ():  # its fix: sizes the patches tile
-            check_drawable(size, data["img_size"], data["cell"], option, patch)
-        for option, size in {**{f"data.train_sizes[{i}]": s for i, s in enumerate(data.get("train_sizes") or [])},
-                             **tested}.items():  # fmt: skip
+        tested = {f"eval.resolutions[{i}]": as_hw(s, f"eval.resolutions[{i}]") for i, s in enumerate(resolutions)}
+        trained = {f"data.train_sizes[{i}]": as_hw(s) for i, s in enumerate(data.get("train_sizes") or [])}
+        if data["name"] == "shapes":  # its fix: sizes the patches tile too
+            img_size = as_hw(data["img_size"])
+            for option, size in tested.items():
+                check_drawable(size, img_size, data["cell"], option, patch)
+        for option, size in {**trained, **tested}.items():  # each size as (h, w), converted once above
             patch_grid(size, patch, option)
         if (counts := image_counts(data)) is not None:
             check_split(data, counts)
@@ -74,17 +75,8 @@ def eval_resolutions(c: dict) -> list:
             what = f"must be a list of sizes or {AUTO}, got {resolutions!r}"
             raise UserError("eval.resolutions", what, "e.g. [16,[16,32],32]")
         return list(resolutions or [])
-    sizes = default_resolutions(data["img_size"], int(c["model"]["patch_size"]))
+    img_size = as_hw(data["img_size"], "data.img_size")
+    sizes = default_resolutions(img_size, int(c["model"]["patch_size"]))
     if data.get("name") == "shapes":
-        sizes = [s for s in sizes if can_draw(s, data["img_size"], data["cell"])]
+        sizes = [s for s, size in zip(sizes, map(as_hw, sizes)) if can_draw(size, img_size, data["cell"])]
     return sizes
-
-
-def image_counts(data: dict) -> Counts | None:
-    """The image counts of ``data``'s data set; None before CIFAR-10 is downloaded (nothing to count yet)."""
-    if data.get("name") == "shapes":
-        return counts_of(data, data["num_train"], data["num_test"])
-    root = Path(str(data.get("root"))).expanduser()
-    if data.get("format") == "imagefolder":
-        return counts_of(data, *(len(list_images(root, split).files) for split in ("train", "test")))
-    return counts_of(data, 50_000, 10_000) if (root / "cifar-10-batches-py").is_dir() else None

@@ -1,6 +1,7 @@
 """The rules of the image data options, free of torch: :class:`vitpos.data.images.ImageDataModule` runs
 them on its own arguments (the config check builds it, nothing loaded) and (:func:`check_split`) on the
-images it loaded; the config check runs :func:`check_split` on the images it can count before loading.
+images it loaded; the config check runs :func:`check_split` on the images it can count before loading
+(:func:`image_counts`).
 Each rule is written once, here; each raises :class:`UserError` (a ``ValueError``) naming the option.
 """
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vitpos.config import SCHEMAS, defaults
+from vitpos.data.folder import list_images
 from vitpos.data.shapes import check_layout
 from vitpos.errors import UserError
 from vitpos.sizes import as_hw, is_integer
@@ -37,7 +39,7 @@ def check_image_data(data: dict) -> None:
     if data.get("augment") not in (None, *POLICIES):
         raise UserError("data.augment", f"unknown policy {data['augment']!r}", f"valid: {', '.join(POLICIES)}")
     if name == "shapes":
-        check_layout(data["img_size"], data["cell"])
+        check_layout(as_hw(data["img_size"], "data.img_size"), data["cell"])
     sizes = data.get("train_sizes")
     check_train_sizes(sizes)
     check_size_schedule(sizes, data["size_schedule"], data.get("size_epochs"))
@@ -121,6 +123,16 @@ def counts_of(data: dict, train: int, test: int) -> Counts:
         return Counts(train, test, "data.num_train", "data.num_test")
     root = str(Path(str(data.get("root"))).expanduser())
     return Counts(train, test, root, root)
+
+
+def image_counts(data: dict) -> Counts | None:
+    """The image counts of ``data``'s data set; None before CIFAR-10 is downloaded (nothing to count yet)."""
+    if data.get("name") == "shapes":
+        return counts_of(data, data["num_train"], data["num_test"])
+    root = Path(str(data.get("root"))).expanduser()
+    if data.get("format") == "imagefolder":
+        return counts_of(data, *(len(list_images(root, split).files) for split in ("train", "test")))
+    return counts_of(data, 50_000, 10_000) if (root / "cifar-10-batches-py").is_dir() else None
 
 
 def check_split(data: dict, counts: Counts) -> None:

@@ -72,15 +72,15 @@ def smallest_img_size(cell: int, patch: int | None = None) -> int:
     return -(-MIN_CELLS * cell // step) * step
 
 
-def check_layout(img_size, cell: int) -> HW:
-    """``(rows, cols)``: the grid of cells ``data.img_size`` (a side or ``[h, w]``) holds at
+def check_layout(img_size: HW, cell: int) -> HW:
+    """``(rows, cols)``: the grid of cells ``data.img_size`` (``(h, w)``, :func:`vitpos.sizes.as_hw`) holds at
     ``data.cell`` px a cell. Raises :class:`UserError` naming ``data.img_size`` when a side is not
     a whole number of cells or holds fewer than :data:`MIN_CELLS` (``torch.randint`` could not
     place the squares); the fix is the nearest size that works."""
-    h, w = as_hw(img_size, "data.img_size")
+    h, w = img_size
     if h % cell == 0 and w % cell == 0 and min(h, w) >= MIN_CELLS * cell:
         return h // cell, w // cell
-    least, side = MIN_CELLS * cell, isinstance(img_size, int)  # a valid size: an int is a side, never a bool
+    least, side = MIN_CELLS * cell, h == w  # a square is written as its side
     near_h, near_w = nearest_multiples(h, cell, least), nearest_multiples(w, cell, least)
     if h % cell or w % cell:
         raise UserError(
@@ -96,22 +96,23 @@ def check_layout(img_size, cell: int) -> HW:
     )
 
 
-def can_draw(size, img_size, cell: int) -> bool:
+def can_draw(size: HW, img_size: HW, cell: int) -> bool:
     """Whether the layout of ``data.img_size`` (a valid one: :func:`check_layout`) can be drawn at
-    ``size`` (a side or ``[h, w]``): a whole number of pixels per cell on each axis."""
-    (h, w), (height, width) = as_hw(img_size), as_hw(size)
+    ``size``: a whole number of pixels per cell on each axis. Both sizes are ``(h, w)``, converted once by
+    their reader (:func:`vitpos.sizes.as_hw`)."""
+    (h, w), (height, width) = img_size, size
     return height % (h // cell) == 0 and width % (w // cell) == 0
 
 
-def check_drawable(size, img_size, cell: int, option: str = "eval.resolutions", patch: int | None = None) -> HW:
-    """``size`` (``option``, a side or ``[h, w]``) as ``(h, w)`` when the layout of ``data.img_size`` (a valid
-    one: :func:`check_layout`) can be drawn at it (:func:`can_draw`); else a :class:`UserError` naming ``option``
-    whose fix is the nearest sizes that can (multiples of ``patch`` too, when the patch size is known)."""
-    (height, width), (h, w) = as_hw(size, option), as_hw(img_size)
+def check_drawable(size: HW, img_size: HW, cell: int, option: str = "eval.resolutions", patch: int | None = None) -> HW:
+    """``size`` (``option``, ``(h, w)``) when the layout of ``data.img_size`` (a valid one: :func:`check_layout`)
+    can be drawn at it (:func:`can_draw`); else a :class:`UserError` naming ``option`` whose fix is the nearest
+    sizes that can (multiples of ``patch`` too, when the patch size is known)."""
+    if can_draw(size, img_size, cell):
+        return size
+    (height, width), (h, w) = size, img_size
     rows, cols = h // cell, w // cell
-    if height % rows == 0 and width % cols == 0:
-        return height, width
-    steps, side = (math.lcm(rows, patch or 1), math.lcm(cols, patch or 1)), isinstance(size, int)
+    steps, side = (math.lcm(rows, patch or 1), math.lcm(cols, patch or 1)), height == width
     near = nearest_multiples(height, steps[0]), nearest_multiples(width, steps[1])
     need = f"a side that is a multiple of {rows}" if rows == cols else f"a height that is a multiple of {rows}"
     need += "" if rows == cols else f" and a width that is a multiple of {cols}"
@@ -122,7 +123,7 @@ def check_drawable(size, img_size, cell: int, option: str = "eval.resolutions", 
     raise UserError(
         option,
         f"data=shapes cannot draw {_shown(height, width, side)} px images: its {rows}x{cols} cells (data.img_size="
-        f"{_written(h, w, isinstance(img_size, int))} / data.cell={cell}) need a whole number of pixels each, {need}",
+        f"{_written(h, w, h == w)} / data.cell={cell}) need a whole number of pixels each, {need}",
         fix,
     )
 
@@ -142,9 +143,10 @@ def make_shapes(num: int, img_size=32, cell: int = 4, seed: int = 0, size=None) 
 
     from .memory import epoch_seed
 
-    rows, cols = check_layout(img_size, cell)
+    layout = as_hw(img_size, "data.img_size")
+    rows, cols = check_layout(layout, cell)
     h, w = rows * cell, cols * cell
-    height, width = (h, w) if size is None else check_drawable(size, img_size, cell)
+    height, width = (h, w) if size is None else check_drawable(as_hw(size, "eval.resolutions"), layout, cell)
     g = torch.Generator().manual_seed(seed)
     images = torch.randint(0, 110, (num, 3, h, w), generator=g, dtype=torch.uint8)
     # two cells in different rows and columns

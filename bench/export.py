@@ -1,18 +1,22 @@
 """``python -m bench.export``: every image encoding exported to ONNX and torch.export, checked
 against PyTorch eager, and onnxruntime's CPU latency for one image against eager's: the table of
-docs/export.md (``write=true`` rewrites it there).
+docs/export.md and the latencies of docs/results/export_latency.csv (``write=true`` rewrites both).
 
 Each encoding (the list every full comparison sweeps: :func:`vitpos.run.sweep.image_encodings`),
 with each of its strategies for unseen sizes (the ones the extrapolation evaluates:
 ``eval.strategies=all``), is put in the same tiny ViT (:data:`TINY`: 16x16 images, patch 4, width
 32, 2 blocks) and exported by
 :func:`vitpos.export.export_model`, which keeps the broadest size range whose graph agrees with the
-eager model. tests/test_export_table.py recomputes every row but the latencies and compares it with
-the committed page; latencies depend on the machine and are never asserted.
+eager model. The page's table holds what the export decides (size ranges, differences from eager),
+which tests/test_export_table.py recomputes and compares; the latencies depend on the machine, so
+they live in their own file, each row with the machine and the date it was measured on, and no
+test reads them.
 """
 
 from __future__ import annotations
 
+import csv
+import datetime
 import os
 import platform
 import re
@@ -35,15 +39,17 @@ from vitpos.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "export.md"
+#: the machine-timed latencies of the page's rows: measured, never compared
+LATENCY = ROOT / "docs" / "results" / "export_latency.csv"
+LATENCY_FIELDS = ["encoding", "strategy", "onnxruntime_ms", "eager_ms", "eager_over_onnxruntime", "machine", "measured"]
 #: the model every encoding is exported in: small enough for a test per encoding
 TINY = dict(img_size=16, patch_size=4, dim=32, depth=2, num_heads=2, mlp_ratio=2.0, drop_path=0.0)
 #: the sizes the table shows a difference at: the training size, a non-square one, a smaller one
 SHOWN = ((16, 16), (16, 32), (8, 8))
 SCOPE = {"any size": "any", "from the training size up": "≥ 16x16", "fixed size": "16x16 only"}
 OPEN, CLOSE = "<!-- export table: python -m bench.export write=true -->\n", "<!-- end export table -->"
-HEADER = ["encoding", "strategy", "ONNX sizes", "torch.export sizes",
-          *(f"max diff {h}x{w}" for h, w in SHOWN), "onnxruntime ms", "eager ms", "eager / onnxruntime"]  # fmt: skip
-CHECKED = 2 + len(FORMATS) + len(SHOWN)  # the columns tests/test_export_table.py compares (then latencies)
+HEADER = ["encoding", "strategy", "ONNX sizes", "torch.export sizes", *(f"max diff {h}x{w}" for h, w in SHOWN)]
+CHECKED = len(HEADER)  # the columns tests/test_export_table.py compares: all of them
 
 
 def tiny_model(name: str, strategy: str | None = None) -> VisionTransformer:
@@ -112,13 +118,19 @@ def diff_cell(row: Row, size: tuple[int, int]) -> str:
 
 
 def cells(row: Row) -> list[str]:
-    """The row of the table (:data:`HEADER`)."""
+    """The row of the table (:data:`HEADER`): what the export decided, nothing timed."""
     scopes = [SCOPE[g.scope] if isinstance(g, Exported) else "fails" for g in (row.graphs[f] for f in FORMATS)]
-    timing = ["", "", ""]
-    if row.latency is not None:
-        ort_s, eager_s = row.latency
-        timing = [f"{1e3 * ort_s:.2f}", f"{1e3 * eager_s:.2f}", f"{eager_s / ort_s:.1f}x"]
-    return [f"`{row.encoding}`", row.strategy, *scopes, *(diff_cell(row, s) for s in SHOWN), *timing]
+    return [f"`{row.encoding}`", row.strategy, *scopes, *(diff_cell(row, s) for s in SHOWN)]
+
+
+def latency_record(row: Row, where: str, day: str) -> dict[str, str] | None:
+    """The row of the latency file (:data:`LATENCY_FIELDS`), or None where no ONNX graph was timed."""
+    if row.latency is None:
+        return None
+    ort_s, eager_s = row.latency
+    return dict(encoding=row.encoding, strategy=row.strategy, onnxruntime_ms=f"{1e3 * ort_s:.2f}",
+                eager_ms=f"{1e3 * eager_s:.2f}", eager_over_onnxruntime=f"{eager_s / ort_s:.1f}",
+                machine=where, measured=day)  # fmt: skip
 
 
 def machine() -> str:
@@ -138,10 +150,17 @@ def machine() -> str:
             f"onnxruntime {onnxruntime.__version__}")  # fmt: skip
 
 
-def render(rows: list[Row], note: str) -> str:
-    """The table and the line that says where its latencies were measured."""
-    where = f"Latencies: median of one 16x16 image, {machine()}" + (f"; {note}" if note else "") + "."
-    return markdown_table(HEADER, [cells(r) for r in rows]) + "\n\n" + where + "\n"
+def render(rows: list[Row], where: str) -> str:
+    """The table, then the latencies (one 16x16 image) and the machine they were measured on."""
+    timed = [[f"`{r.encoding}`", r.strategy, f"{1e3 * r.latency[0]:.2f}", f"{1e3 * r.latency[1]:.2f}",
+              f"{r.latency[1] / r.latency[0]:.1f}x"] for r in rows if r.latency is not None]  # fmt: skip
+    latencies = markdown_table(["encoding", "strategy", "onnxruntime ms", "eager ms", "eager / onnxruntime"], timed)
+    return f"{table_of(rows)}\n\nLatencies: median of one 16x16 image, {where}.\n\n{latencies}\n"
+
+
+def table_of(rows: list[Row]) -> str:
+    """The page's table block: every row's cells."""
+    return markdown_table(HEADER, [cells(r) for r in rows]) + "\n"
 
 
 def committed_rows(text: str) -> dict[tuple[str, str], list[str]]:
@@ -162,7 +181,8 @@ def refresh(text: str, table: str) -> str:
 class ExportBenchOptions:
     """Export every image encoding, with each of its strategies, in a tiny ViT to ONNX and
     torch.export, check both against PyTorch eager at three sizes, time onnxruntime (CPU) against
-    eager for one image, and print the table of docs/export.md (write=true rewrites it there).
+    eager for one image, and print the table of docs/export.md and the latencies (write=true
+    rewrites the table there and the latencies in docs/results/export_latency.csv).
 
     Examples:
       python -m bench.export encodings=[none,rope_2d] strategies=default repeats=5
@@ -175,7 +195,8 @@ class ExportBenchOptions:
     repeats: int = option(50, "timed rounds per encoding")
     threads: int = option(1, "torch and onnxruntime threads (one each by default: their pools contend)")
     note: str = option("", "appended to the machine line (e.g. measured beside a training sweep)")
-    write: bool = option(False, "rewrite the table in docs/export.md")
+    write: bool = option(False, "rewrite the table in docs/export.md and the latencies in "
+                                "docs/results/export_latency.csv")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,27 +207,51 @@ def main(argv: list[str] | None = None) -> int:
                         "drop strategies= to write it")  # fmt: skip
     keys = table_keys(opts.encodings or image_encodings(), opts.strategies)
     rows = [export_row(name, strategy, repeats=opts.repeats) for name, strategy in keys]
-    table = render(rows, opts.note)
-    print(table)
+    where = machine() + (f"; {opts.note}" if opts.note else "")
+    print(render(rows, where))
     if opts.write:
         text = PAGE.read_text()
-        PAGE.write_text(refresh(text, merged(text, rows, opts.note) if opts.encodings else table))
-        print(f"wrote the rows of {', '.join(opts.encodings or ['every encoding'])} in {PAGE.relative_to(ROOT)}")
+        PAGE.write_text(refresh(text, merged(text, rows) if opts.encodings else table_of(rows)))
+        day = datetime.date.today().isoformat()
+        records = [r for r in (latency_record(row, where, day) for row in rows) if r is not None]
+        write_latencies(merged_latencies(read_latencies(), records, {r.encoding for r in rows}))
+        print(f"wrote the rows of {', '.join(opts.encodings or ['every encoding'])} in {PAGE.relative_to(ROOT)} "
+              f"and {LATENCY.relative_to(ROOT)}")  # fmt: skip
     return 0
 
 
-def merged(text: str, rows: list[Row], note: str) -> str:
+def merged(text: str, rows: list[Row]) -> str:
     """The page's table with the rows of the encodings just measured (added or replaced), the others
-    as committed, in the order of the sweep list; a line says where the new rows were measured."""
+    as committed, in the order of the sweep list."""
     committed, new = committed_rows(text), {(r.encoding, r.strategy): cells(r) for r in rows}
     names = {r.encoding for r in rows}
     table = [new[key] if key[0] in names else committed[key] for key in table_keys(image_encodings(), "all")
              if key in new or key in committed]  # fmt: skip
-    start, end = text.index(OPEN) + len(OPEN), text.index(CLOSE)
-    footer = [line for line in text[start:end].splitlines() if line.startswith("Latencies") or line.startswith("Rows ")]
-    footer = [line for line in footer if not line.startswith(f"Rows of {', '.join(sorted(names))}:")]
-    where = f"Rows of {', '.join(sorted(names))}: {machine()}" + (f"; {note}" if note else "") + "."
-    return markdown_table(HEADER, table) + "\n\n" + "\n".join([*footer, where]) + "\n"
+    return markdown_table(HEADER, table) + "\n"
+
+
+def read_latencies() -> list[dict[str, str]]:
+    """The committed latency rows (none when the file is not there yet)."""
+    if not LATENCY.exists():
+        return []
+    with LATENCY.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def merged_latencies(old: list[dict[str, str]], new: list[dict[str, str]], names: set[str]) -> list[dict[str, str]]:
+    """The rows of the encodings ``names`` replaced by ``new`` (each new row with its own machine and
+    date), the other encodings' rows kept as measured, in the order of the page's table."""
+    rows = {(r["encoding"], r["strategy"]): r for r in old if r["encoding"] not in names}
+    rows.update({(r["encoding"], r["strategy"]): r for r in new})
+    order = {key: i for i, key in enumerate(table_keys(image_encodings(), "all"))}
+    return sorted(rows.values(), key=lambda r: order.get((r["encoding"], r["strategy"]), len(order)))
+
+
+def write_latencies(rows: list[dict[str, str]]) -> None:
+    with LATENCY.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=LATENCY_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -30,11 +30,21 @@ def plugin_file(folder: Path, name: str, scale: str = "1.0") -> Path:
     return path
 
 
-def test_an_encoding_file_outside_the_repository_trains_through_the_documented_option(tmp_path):
-    enc = plugin_file(tmp_path / "elsewhere", "plug_train") if (tmp_path / "elsewhere").mkdir() is None else None
-    run = finished_run(
-        tmp_path / "runs", *TINY, "encoding=plugin", f"encoding.module={enc}", "encoding.name=plug_train"
-    )
+@pytest.fixture(scope="module")
+def plugin_run(tmp_path_factory):
+    """The documented example, copied to a folder outside the repository as ``plug_train``, and the
+    run it trained for one batch through the documented option: (plug-in file, run folder). Trained
+    once for the tests that read it (one training per run: the registry is global, a plug-in file is
+    loaded once per process); a test that edits the file restores it."""
+    root = tmp_path_factory.mktemp("plugin")
+    (root / "elsewhere").mkdir()
+    enc = plugin_file(root / "elsewhere", "plug_train")
+    run = finished_run(root / "runs", *TINY, "encoding=plugin", f"encoding.module={enc}", "encoding.name=plug_train")
+    return enc, run
+
+
+def test_an_encoding_file_outside_the_repository_trains_through_the_documented_option(plugin_run, tmp_path):
+    enc, run = plugin_run
     assert run.parent.name.startswith("plug_train-")
     assert "plug_train" not in list_encodings(2) and "plug_train" in list_encodings(2, plugins=True)
     ran = run_command(
@@ -107,28 +117,30 @@ def test_built_in_encodings_are_found_without_an_import_list(name):
     assert f" {get_encoding_class(name).__module__.rsplit('.', 1)[1]}," not in init  # no list to edit
 
 
-def test_a_plugin_edited_since_training_is_refused_by_every_tool_unless_allowed(tmp_path):
+def test_a_plugin_edited_since_training_is_refused_by_every_tool_unless_allowed(plugin_run, tmp_path):
     """``extrapolate``, ``export`` and ``viz`` compare the digest of the code given with the one the checkpoint
     recorded: an edit (here, a scale that takes accuracy elsewhere) is one line naming both digests and the
     option to go on; ``allow_changed_code=true`` goes on."""
     from vitpos.encodings.plugins import module_digest
 
-    enc = plugin_file(tmp_path, "plug_changed")
-    run = finished_run(
-        tmp_path / "runs", *TINY, "encoding=plugin", f"encoding.module={enc}", "encoding.name=plug_changed"
-    )
+    enc, run = plugin_run
     trained = module_digest(str(enc))
     ckpt = f"ckpt={run}/checkpoints/last.ckpt"
-    plugin_file(tmp_path, "plug_changed", scale="3.0")  # the same file, edited
-    edited = module_digest(str(enc))
-    assert edited != trained
-    for tool, *args in (("vitpos.extrapolate", "resolutions=[16]", f"out={tmp_path}/x"),
-                        ("vitpos.export", f"out={tmp_path}/m.onnx"), ("vitpos.viz", f"out={tmp_path}/v")):  # fmt: skip
-        ran = run_command(tool, ckpt, f"module={enc}", *args)
-        lines = [line for line in ran.err.splitlines() if "plug_changed" in line]
-        assert ran.code == 2 and len(lines) == 1 and "Traceback" not in ran.err, (tool, ran.out, ran.err)
-        assert f"source digest {trained}, module={enc} has {edited} now" in lines[0], lines[0]
-        assert "allow_changed_code=true" in lines[0]
-    ran = run_command("vitpos.extrapolate", ckpt, f"module={enc}", "allow_changed_code=true", "resolutions=[16]",
-                      f"out={tmp_path}/x")  # fmt: skip
-    assert ran.code == 0, ran.err
+    original = enc.read_text()
+    plugin_file(enc.parent, "plug_train", scale="3.0")  # the same file, edited
+    try:
+        edited = module_digest(str(enc))
+        assert edited != trained
+        tools = (("vitpos.extrapolate", "resolutions=[16]", f"out={tmp_path}/x"),
+                 ("vitpos.export", f"out={tmp_path}/m.onnx"), ("vitpos.viz", f"out={tmp_path}/v"))  # fmt: skip
+        for tool, *args in tools:
+            ran = run_command(tool, ckpt, f"module={enc}", *args)
+            lines = [line for line in ran.err.splitlines() if "plug_train" in line]
+            assert ran.code == 2 and len(lines) == 1 and "Traceback" not in ran.err, (tool, ran.out, ran.err)
+            assert f"source digest {trained}, module={enc} has {edited} now" in lines[0], lines[0]
+            assert "allow_changed_code=true" in lines[0]
+        ran = run_command("vitpos.extrapolate", ckpt, f"module={enc}", "allow_changed_code=true", "resolutions=[16]",
+                          f"out={tmp_path}/x")  # fmt: skip
+        assert ran.code == 0, ran.err
+    finally:
+        enc.write_text(original)  # the run's own code again, for the other tests of this run

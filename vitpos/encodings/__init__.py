@@ -19,6 +19,7 @@ from .base import (
     create_encoding,
     get_encoding_class,
     list_encodings,
+    option_group,
     register,
 )
 from .cross_modal import CrossModalRoPE
@@ -35,5 +36,6 @@ __all__ = [
     "create_encoding",
     "get_encoding_class",
     "list_encodings",
+    "option_group",
     "register",
 ]

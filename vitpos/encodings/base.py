@@ -17,7 +17,8 @@ Each class declares what it accepts, so that a config checker (or a user) can
 ask it instead of knowing it: :meth:`PositionalEncoding.option_names` (its
 keyword options), ``strategies`` and ``strategy_aliases``
 (:meth:`PositionalEncoding.valid_strategies`). Bad values raise
-:class:`OptionError`, which names the option as ``encoding.<name>``.
+:class:`OptionError`, which names the option as ``encoding.<name>`` (the prefix set by
+:func:`create_encoding`).
 
 This package imports torch and itself only: copy the folder into another
 project and ``create_encoding("rope_2d", dim=64, num_heads=4, grid=(8, 8))``.
@@ -40,13 +41,21 @@ from .cache import Grid, GridCache  # noqa: F401  (re-exported: every encoding i
 
 
 class OptionError(ValueError):
-    """A bad encoding option. ``option`` names it as a config key
-    (``encoding.base``); the message says what was wrong, what is allowed and
-    how to fix it (or ``fix`` does)."""
+    """A bad option: ``key`` is its bare name (``base``), ``group`` the config section it belongs to
+    (``encoding``); the message says what was wrong and what is allowed, ``fix`` how to fix it.
 
-    def __init__(self, option: str, message: str, fix: str | None = None):
+    The raising code names the bare option only: the group is set once, by whoever builds the object
+    from a config section (:func:`option_group`; :func:`create_encoding` for the encodings), so the
+    same class reads ``encoding.base`` when built from a run's config and ``base`` when built by hand."""
+
+    def __init__(self, option: str, message: str, fix: str | None = None, group: str | None = None):
         super().__init__(message)
-        self.option, self.fix = option, fix
+        self.key, self.fix, self.group = option, fix, group
+
+    @property
+    def option(self) -> str:
+        """The option as a config key: ``group.key`` (``encoding.base``), or the bare key without a group."""
+        return f"{self.group}.{self.key}" if self.group else self.key
 
     def line(self) -> str:
         """The one line a user reads: the option, what was wrong, and the fix (when the error has one)."""
@@ -61,11 +70,24 @@ class UnknownOption(OptionError, TypeError):
         return f"{super().__str__()} ({self.fix})"
 
 
+@contextlib.contextmanager
+def option_group(group: str) -> Iterator[None]:
+    """``with option_group("model"): ...`` (or ``@option_group("model")`` on a constructor): an
+    :class:`OptionError` raised inside without a group gets ``group``; one that has a group (an
+    encoding's, raised while a model builds it) keeps its own."""
+    try:
+        yield
+    except OptionError as err:
+        if err.group is None:
+            err.group = group
+        raise
+
+
 def check_choice(encoding: str, option: str, value, valid: Sequence[str]):
     """``value`` if it is one of ``valid``, else an :class:`OptionError` listing them."""
     if value not in valid:
         raise OptionError(
-            f"encoding.{option}",
+            option,
             f"unknown {option} '{value}' for encoding '{encoding}'; valid: {', '.join(valid)} (encoding.{option}=...)",
         )
     return value
@@ -73,12 +95,12 @@ def check_choice(encoding: str, option: str, value, valid: Sequence[str]):
 
 def check_positive(option: str, value, fix: str, allow_none: bool = False):
     """``value`` if it is a finite number > 0 (or None with ``allow_none``),
-    else an :class:`OptionError` naming ``encoding.<option>`` and the ``fix``."""
+    else an :class:`OptionError` naming ``option`` and the ``fix``."""
     if value is None and allow_none:
         return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
         rule = "must be > 0 or null" if allow_none else "must be a finite number > 0"
-        raise OptionError(f"encoding.{option}", f"{rule}, got {value!r}", fix)
+        raise OptionError(option, f"{rule}, got {value!r}", fix)
     return value
 
 
@@ -172,7 +194,7 @@ class PositionalEncoding(nn.Module):
             aliases = [f"{a} = {s}" for a, s in cls.strategy_aliases.items() if a in cls.valid_strategies()]
             also = f"; aliases: {', '.join(aliases)}" if aliases else ""
             raise OptionError(
-                "encoding.strategy",
+                "strategy",
                 f"unknown strategy '{value}' for encoding '{cls.name}'; "
                 f"valid: {', '.join(cls.strategies)}{also} (set encoding.strategy=...)",
             )
@@ -326,8 +348,8 @@ def create_encoding(
         raise TypeError(f"create_encoding('{name}'): pass either an EncodingContext or dim=/num_heads=/grid=, not both")
     params = cls.option_names()
     unknown = sorted(set(options) - set(params))
-    if unknown:
-        raise UnknownOption(
-            f"encoding.{unknown[0]}", f"'{name}' takes no option '{unknown[0]}'", f"valid options: {', '.join(params)}"
-        )
-    return cls(ctx, **options)
+    with option_group("encoding"):  # the one place an encoding's errors get their ``encoding.`` prefix
+        if unknown:
+            valid = f"valid options: {', '.join(params)}"
+            raise UnknownOption(unknown[0], f"'{name}' takes no option '{unknown[0]}'", valid)
+        return cls(ctx, **options)

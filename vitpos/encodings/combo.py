@@ -26,7 +26,7 @@ class Combination(PositionalEncoding):
         options = dict(options or {})
         if len(parts) < 2 or len(set(parts)) != len(parts):
             raise OptionError(
-                "encoding.parts", f"combo needs two or more distinct parts, got {list(parts)} (encoding.parts=[a,b])"
+                "parts", f"combo needs two or more distinct parts, got {list(parts)} (encoding.parts=[a,b])"
             )
         self.parts = nn.ModuleList([create_encoding(p, ctx, **dict(options.get(p, {}))) for p in parts])
         if strategy is not None:
@@ -48,7 +48,7 @@ class Combination(PositionalEncoding):
         if not known:
             valid = sorted({s for p in self.parts for s in p.valid_strategies()})
             raise OptionError(
-                "encoding.strategy",
+                "strategy",
                 f"no part of combo knows strategy '{value}'; valid: {', '.join(valid)} (set encoding.strategy=...)",
             )
         for p in known:

@@ -75,7 +75,7 @@ def check_block_size(name: str, block_size, head_dim: int, multiple: int, fix: s
     if not ok or head_dim % (multiple * block_size):
         need = f"{multiple} * block_size" if multiple > 1 else "block_size"
         raise OptionError(
-            "encoding.block_size",
+            "block_size",
             f"encoding.block_size must be an integer >= 2 with {need} dividing the head dim "
             f"(model.dim / model.num_heads = {head_dim}) for encoding '{name}', got {block_size!r} ({fix})",
         )
@@ -164,10 +164,10 @@ class ComRoPE(BlockRotaryBase):
         multiple = 2 if variant == "ap" else 1  # AP: half the head width per axis
         self.block_size = check_block_size(self.name, block_size, ctx.head_dim, multiple, "e.g. the paper's 8, or 2")
         if isinstance(init_std, bool) or not isinstance(init_std, numbers.Real) or not init_std >= 0:
-            raise OptionError("encoding.init_std", f"encoding.init_std must be >= 0, got {init_std!r} (default 1.0)")
+            raise OptionError("init_std", f"encoding.init_std must be >= 0, got {init_std!r} (default 1.0)")
         if cls_position is not None and (isinstance(cls_position, bool) or not isinstance(cls_position, numbers.Real)):
             raise OptionError(
-                "encoding.cls_position",
+                "cls_position",
                 f"encoding.cls_position must be a number or null, got {cls_position!r} (default 0.5: the image centre)",
             )
         self.init_std, self.cls_position = float(init_std), cls_position

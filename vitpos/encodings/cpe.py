@@ -27,12 +27,12 @@ class ConditionalPE(PositionalEncoding):
         bad = [b for b in blocks if not 0 <= b < ctx.depth]
         if bad:
             raise OptionError(
-                "encoding.blocks",
+                "blocks",
                 f"cpe blocks {bad} out of range for a model of depth {ctx.depth} (encoding.blocks=...)",
             )
         if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
             raise OptionError(
-                "encoding.kernel_size",
+                "kernel_size",
                 f"encoding.kernel_size must be an odd integer >= 1 (the grid keeps its size), got {kernel_size!r} "
                 "(e.g. the default, 3)",
             )

@@ -90,12 +90,12 @@ class FIRE2D(PositionalEncoding):
         super().__init__(ctx, strategy)
         if isinstance(mlp_width, bool) or not isinstance(mlp_width, int) or mlp_width < 1:
             raise OptionError(
-                "encoding.mlp_width", f"encoding.mlp_width must be an integer >= 1, got {mlp_width!r} (the paper's 32)"
+                "mlp_width", f"encoding.mlp_width must be an integer >= 1, got {mlp_width!r} (the paper's 32)"
             )
         check_positive("init_c", init_c, "the paper's 0.1")
         check_positive("init_threshold", init_threshold, "null: the training grid's longer extent", allow_none=True)
         if not isinstance(shared, bool):
-            raise OptionError("encoding.shared", f"encoding.shared must be true or false, got {shared!r}")
+            raise OptionError("shared", f"encoding.shared must be true or false, got {shared!r}")
         h, w = self.train_grid
         self.mlp_width, self.shared = mlp_width, shared
         #: L0: the threshold's fixed initial value; the threshold is |threshold_scale * L0|

@@ -75,7 +75,7 @@ class GoldenGateRoPE(_LearnedFrequencies):
         check_positive("max_freq", max_freq, "e.g. encoding.max_freq=10000.0")
         if isinstance(zero_fraction, bool) or not isinstance(zero_fraction, numbers.Real) or not 0 <= zero_fraction < 1:
             message = f"must be a number in [0, 1), got {zero_fraction!r}"
-            raise OptionError("encoding.zero_fraction", message, "e.g. 0.0")
+            raise OptionError("zero_fraction", message, "e.g. 0.0")
         pairs = ctx.head_dim // 2
         zeros = round(zero_fraction * pairs)
         omega = torch.cat([torch.zeros(zeros), min_freq * (max_freq / min_freq) ** torch.linspace(0, 1, pairs - zeros)])

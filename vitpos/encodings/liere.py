@@ -60,9 +60,7 @@ class LieRE(BlockRotaryBase):
         b = ctx.head_dim if block_size is None else block_size
         self.block_size = check_block_size(self.name, b, ctx.head_dim, 1, "null: the whole head, as the authors")
         if isinstance(init_range, bool) or not isinstance(init_range, numbers.Real) or not init_range >= 0:
-            raise OptionError(
-                "encoding.init_range", f"encoding.init_range must be >= 0, got {init_range!r} (default 2 pi)"
-            )
+            raise OptionError("init_range", f"encoding.init_range must be >= 0, got {init_range!r} (default 2 pi)")
         self.init_range = float(init_range)
         m, b = ctx.head_dim // self.block_size, self.block_size
         # the strictly upper triangle of each generator: (depth, H, axes, m, b(b-1)/2)

@@ -111,13 +111,13 @@ class LookHere(PositionalEncoding):
         super().__init__(ctx, strategy)
         if fov not in LAYOUTS:
             raise OptionError(
-                "encoding.fov", f"unknown fov {fov!r} for encoding 'lookhere'; valid: 180, 90, 45 (encoding.fov=...)"
+                "fov", f"unknown fov {fov!r} for encoding 'lookhere'; valid: 180, 90, 45 (encoding.fov=...)"
             )
         check_positive("global_slope", global_slope, "e.g. the authors' 2.0")
         is_pair = isinstance(layer_slopes, Sequence) and not isinstance(layer_slopes, str) and len(layer_slopes) == 2
         if not is_pair:
             raise OptionError(
-                "encoding.layer_slopes",
+                "layer_slopes",
                 f"encoding.layer_slopes takes [first block, last block], got {layer_slopes!r} "
                 "(e.g. the authors' [1.5, 0.5])",
             )
@@ -127,7 +127,7 @@ class LookHere(PositionalEncoding):
             isinstance(free_heads, bool) or not isinstance(free_heads, int) or not 0 <= free_heads <= ctx.num_heads
         ):
             raise OptionError(
-                "encoding.free_heads",
+                "free_heads",
                 f"encoding.free_heads must be an integer in [0, model.num_heads={ctx.num_heads}] or null, "
                 f"got {free_heads!r} (null: num_heads // 3)",
             )

@@ -145,7 +145,7 @@ class PaPE(_Parabolic):
     def __init__(self, ctx: EncodingContext, strategy: str | None = None, parabolas: int = 50, **kw):
         if isinstance(parabolas, bool) or not isinstance(parabolas, int) or parabolas < 1:
             raise OptionError(
-                "encoding.parabolas", f"encoding.parabolas must be an integer >= 1, got {parabolas!r} (the authors' 50)"
+                "parabolas", f"encoding.parabolas must be an integer >= 1, got {parabolas!r} (the authors' 50)"
             )
         super().__init__(ctx, strategy, **kw)
         self.parabolas = parabolas

@@ -71,7 +71,7 @@ class _RotaryBase(RopeScaling, PositionalEncoding):
         check_head_dim(self.name, ctx, 2 * self.rot_axes)
         if layout not in ("interleaved", "half"):
             raise OptionError(
-                "encoding.layout", f"unknown RoPE layout '{layout}'; valid: interleaved, half (encoding.layout=...)"
+                "layout", f"unknown RoPE layout '{layout}'; valid: interleaved, half (encoding.layout=...)"
             )
         check_positive("base", base, f"e.g. the default of {self.name}, {self.option_default('base')}")
         self.base, self.layout = base, layout
@@ -95,14 +95,14 @@ class _RotaryBase(RopeScaling, PositionalEncoding):
         per = " per axis" if self.pair_groups() > 1 else ""
         if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
             raise OptionError(
-                "encoding.rotate_fraction",
+                "rotate_fraction",
                 f"encoding.rotate_fraction must be a number in (0, 1], got {fraction!r} "
                 "(1: every pair turns, plain RoPE; 0.75: p-RoPE without the lowest quarter of the frequencies)",
             )
         kept = math.floor(fraction * n)  # as the authors' int(p * Dh // 2)
         if kept == 0:
             raise OptionError(
-                "encoding.rotate_fraction",
+                "rotate_fraction",
                 f"encoding.rotate_fraction={fraction} turns floor({fraction} * {n}) = 0 of the {n} pairs{per}; "
                 f"set it to at least {1 / n:.3g}, or use encoding=none",
             )
@@ -110,7 +110,7 @@ class _RotaryBase(RopeScaling, PositionalEncoding):
             isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= ctx.num_heads
         ):
             raise OptionError(
-                "encoding.rotate_heads",
+                "rotate_heads",
                 "encoding.rotate_heads must be null (every head) or an integer in "
                 f"[1, model.num_heads={ctx.num_heads}], got {heads!r}",
             )

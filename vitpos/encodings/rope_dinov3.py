@@ -75,7 +75,7 @@ def _check_factor(option: str, value, low: float, what: str):
     bad = isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value >= low)
     if value is not None and bad:
         raise OptionError(
-            f"encoding.{option}",
+            option,
             f"encoding.{option} must be null (off) or a number >= {low:g} ({what}), got {value!r}; "
             "DINOv3's ViTs use rescale_coords=2 and no shift or jitter",
         )
@@ -112,13 +112,13 @@ class RoPE2DDinoV3(PositionalEncoding):
         if (min_period is None) != (max_period is None):
             missing = "max_period" if max_period is None else "min_period"
             raise OptionError(
-                f"encoding.{missing}",
+                missing,
                 f"encoding.{missing} is null but its partner is set: set both encoding.min_period and "
                 "encoding.max_period, or neither (periods from encoding.base)",
             )
         if base is None and min_period is None:
             raise OptionError(
-                "encoding.base",
+                "base",
                 "encoding.base is null and no periods are set: set encoding.base=100.0 (DINOv3) "
                 "or both encoding.min_period and encoding.max_period",
             )

@@ -46,7 +46,7 @@ class RopeScaling:
         check_positive("scale", scale, "null: new size / training size", allow_none=True)
         if yarn_ramp not in fn.YARN_RAMPS:
             raise OptionError(
-                "encoding.yarn_ramp",
+                "yarn_ramp",
                 f"unknown yarn_ramp '{yarn_ramp}'; valid: index (the authors' code and HF, default), "
                 "turns (the paper's equations); set encoding.yarn_ramp=...",
             )
@@ -54,7 +54,7 @@ class RopeScaling:
         check_positive("beta_fast", beta_fast, "e.g. the default, 32")
         if beta_fast <= beta_slow:
             raise OptionError(
-                "encoding.beta_fast",
+                "beta_fast",
                 f"encoding.beta_fast ({beta_fast}) must be above encoding.beta_slow ({beta_slow}) "
                 "(the defaults are 32 and 1)",
             )

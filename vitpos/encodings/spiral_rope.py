@@ -53,20 +53,20 @@ def truncated_pairs(n: int, t, fraction) -> int:
     (there ``freqs[-0:] = 0`` stops every pair), or that comes with a ``rotate_fraction`` too."""
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < 1:
         raise OptionError(
-            "encoding.truncate_percentage",
+            "truncate_percentage",
             f"encoding.truncate_percentage must be a number in [0, 1), got {t!r} "
             "(0: every pair turns; 0.25: the lowest quarter of the frequencies stay still)",
         )
     still = int(n * t)
     if t and not still:
         raise OptionError(
-            "encoding.truncate_percentage",
+            "truncate_percentage",
             f"encoding.truncate_percentage={t} leaves int({t} * {n}) = 0 of the {n} frequencies per half still "
             f"(the released code then stops them all); set 0, or at least {1 / n:.3g}",
         )
     if t and fraction != 1:
         raise OptionError(
-            "encoding.truncate_percentage",
+            "truncate_percentage",
             f"encoding.truncate_percentage={t} and encoding.rotate_fraction={fraction} both choose the still pairs; "
             "set only one of them",
         )
@@ -97,13 +97,13 @@ class SpiralRoPE(_LearnedFrequencies):
         still = truncated_pairs(ctx.head_dim // 4, truncate_percentage, self.rotate_fraction)
         if isinstance(directions, bool) or not isinstance(directions, int) or directions < 2 or directions % 2:
             raise OptionError(
-                "encoding.directions",
+                "directions",
                 f"encoding.directions must be an even integer >= 2, got {directions!r} "
                 "(4: the paper's default; 2: axial RoPE)",
             )
         if ctx.head_dim % (4 * directions):
             raise OptionError(
-                "encoding.directions",
+                "directions",
                 f"encoding.directions={directions} needs a head dim (model.dim / model.num_heads = "
                 f"{ctx.dim}/{ctx.num_heads}) that is a multiple of {4 * directions} (4 x encoding.directions: "
                 "every direction gets as many pairs); set fewer directions, or change model.dim or model.num_heads",

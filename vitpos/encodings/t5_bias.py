@@ -86,7 +86,7 @@ class T5RelativeBias1D(PositionalEncoding):
             t5_relative_bucket(torch.zeros(1), num_buckets, max_distance, bidirectional)  # validate early
         except ValueError as err:
             raise OptionError(
-                "encoding.num_buckets", f"{err} (set encoding.num_buckets=... and encoding.max_distance=...)"
+                "num_buckets", f"{err} (set encoding.num_buckets=... and encoding.max_distance=...)"
             ) from None
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bidirectional, self.shared = bidirectional, shared

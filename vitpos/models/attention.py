@@ -54,11 +54,11 @@ def mask_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def check_heads(dim: int, num_heads: int) -> None:
-    """The width must split into ``num_heads`` equal heads: an :class:`OptionError` naming
-    ``model.dim`` otherwise (the models call this before they build their encoding, whose own
-    head-width rules assume it)."""
+    """The width must split into ``num_heads`` equal heads: an :class:`OptionError` naming ``dim``
+    otherwise, ``model.dim`` when a model's constructor raises it (the models call this before they
+    build their encoding, whose own head-width rules assume it)."""
     if num_heads < 1 or dim % num_heads:
-        raise OptionError("model.dim", f"{dim} is not a multiple of model.num_heads={num_heads}",
+        raise OptionError("dim", f"{dim} is not a multiple of model.num_heads={num_heads}",
                           fix="change model.dim or model.num_heads")  # fmt: skip
 
 

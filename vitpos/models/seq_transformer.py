@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vitpos.encodings import EncodingContext, create_encoding
+from vitpos.encodings import EncodingContext, create_encoding, option_group
 
 from .attention import EncoderStack, check_heads
 from .vit import _init_weights
@@ -34,6 +34,7 @@ class SequenceTransformer(nn.Module):
     batches of one length (``test_dataloader_at``).
     """
 
+    @option_group("model")  # its options' errors read model.<option>; the encoding's keep encoding.<option>
     def __init__(
         self,
         encoding: dict | str = "rope_1d",

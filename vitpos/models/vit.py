@@ -7,7 +7,7 @@ import torch
 from timm.layers import trunc_normal_
 from torch import nn
 
-from vitpos.encodings import EncodingContext, OptionError, create_encoding
+from vitpos.encodings import EncodingContext, OptionError, create_encoding, option_group
 from vitpos.sizes import patch_grid, tiles
 
 from .attention import EncoderStack, check_heads
@@ -24,6 +24,7 @@ class VisionTransformer(nn.Module):
     decides what a grid other than the training grid means.
     """
 
+    @option_group("model")  # its options' errors read model.<option>; the encoding's keep encoding.<option>
     def __init__(
         self,
         encoding: dict | str = "sincos_2d",
@@ -41,7 +42,7 @@ class VisionTransformer(nn.Module):
     ):
         super().__init__()
         if pool not in ("gap", "cls"):
-            raise OptionError("model.pool", f"unknown pool {pool!r}", "valid: gap, cls")
+            raise OptionError("pool", f"unknown pool {pool!r}", "valid: gap, cls")
         grid = patch_grid(img_size, patch_size, "data.img_size")  # (rows, columns) of patches
         self.patch_size, self.pool = patch_size, pool
         self.patch_embed = nn.Conv2d(in_chans, dim, patch_size, stride=patch_size)

@@ -61,7 +61,7 @@ class ImageDataModule(L.LightningDataModule):
     def __init__(self, shuffle_seed: int = 0, **options):
         super().__init__()
         options = image_data_options(options)
-        check_image_data(options)  # the config check's own rule (UserError, a ValueError)
+        check_image_data(options)  # its own rule; the config check builds this module to run it (UserError)
         self.save_hyperparameters({**options, "shuffle_seed": shuffle_seed})
         self.cfg = self.hparams
         self.shuffle_seed = shuffle_seed

@@ -44,7 +44,6 @@ def identity(cfg: DictConfig | dict) -> dict:
     A strategy alias counts as the strategy it names; the data set by its fingerprint, ``model.checkpoint``
     by its file's digest, ``auto`` precision resolved: each as :func:`record` saved it, else as found here."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
-    recorded = plain.get("run") or {}
     out = {}
     for section in RUN_DEFINING:
         values = plain.get(section) or {}
@@ -52,20 +51,31 @@ def identity(cfg: DictConfig | dict) -> dict:
     out["data"] = _compact_sizes(out["data"])
     if "strategy" in out["encoding"]:
         out["encoding"]["strategy"] = canonical_strategy(out["encoding"].get("name"), out["encoding"]["strategy"])
-    source = recorded.get("encoding_source") or plugin_source(plain.get("encoding") or {})
-    if source is not None:  # a plug-in is code: its source defines the run, its path does not
+    if (source := found(plain, "encoding_source")) is not None:  # a plug-in is code: its source, not its path
         out["encoding"]["source"] = source
     if "precision" in out["trainer"]:  # auto: what it resolved to (vitpos/runtime.py)
-        out["trainer"]["precision"] = recorded.get("precision") or trainer_precision(plain.get("trainer") or {})
-    if out["model"].get("checkpoint") is not None:  # the starting weights by their content, not their path
-        weights = recorded.get("checkpoint_digest") or checkpoint_digest(out["model"]["checkpoint"])
-        out["model"]["checkpoint"] = weights or out["model"]["checkpoint"]  # no file here: its path, as before
-    fingerprint = out["data"].pop("fingerprint", None) or recorded.get("data_fingerprint")
-    if fingerprint is None:  # what the run trains on, not where it lies (data.root)
-        fingerprint = data_fingerprint(plain.get("data") or {})
-    if fingerprint is not None:
+        out["trainer"]["precision"] = found(plain, "precision")
+    if out["model"].get("checkpoint") is not None:  # the starting weights by their content; no file: its path
+        out["model"]["checkpoint"] = found(plain, "checkpoint_digest") or out["model"]["checkpoint"]
+    fingerprint = out["data"].pop("fingerprint", None) or found(plain, "data_fingerprint")
+    if fingerprint is not None:  # what the run trains on, not where it lies (data.root)
         out["data"]["fingerprint"] = fingerprint
     return out
+
+
+#: what the hash reads from this machine, by the ``run`` key :func:`record` saves it under
+MACHINE = {
+    "data_fingerprint": lambda c: data_fingerprint(c.get("data") or {}),  # null for generated data
+    "precision": lambda c: trainer_precision(c.get("trainer") or {}),  # as the hash always saw it (an int stays)
+    "machine": lambda c: machine_kind((c.get("trainer") or {}).get("accelerator", "auto")),
+    "encoding_source": lambda c: plugin_source(c.get("encoding") or {}),
+    "checkpoint_digest": lambda c: checkpoint_digest(c["model"]["checkpoint"]),
+}
+
+
+def found(plain: dict, key: str):
+    """``run.<key>`` of the plain config as :func:`record` saved it, else as :data:`MACHINE` finds it here."""
+    return (plain.get("run") or {}).get(key) or MACHINE[key](plain)
 
 
 def counts(section: str, key: str, value, values: dict) -> bool:
@@ -127,24 +137,15 @@ def canonical_strategy(name, strategy):
 
 
 def record(cfg: DictConfig) -> None:
-    """Record in ``cfg.run`` what :func:`identity` reads from this machine, so the saved config
-    (``hparams.yaml``, every checkpoint) names the run anywhere: ``data_fingerprint`` (null for generated
-    data), ``precision``, ``machine``, ``encoding_source`` and ``checkpoint_digest``. Recorded values stay."""
+    """Record in ``cfg.run`` what :func:`identity` reads from this machine (:data:`MACHINE`), so the saved config
+    (``hparams.yaml``, every checkpoint) names the run anywhere. Recorded values stay; ``checkpoint_digest`` only
+    with a ``model.checkpoint``, so every other run's config stays as it was."""
     plain = OmegaConf.to_container(cfg, resolve=True)
-    trainer = plain.get("trainer") or {}
-    found = {
-        "data_fingerprint": data_fingerprint(plain.get("data") or {}),
-        "precision": trainer_precision(trainer),  # as the hash always saw it (an int stays an int)
-        "machine": machine_kind(trainer.get("accelerator", "auto")),
-        "encoding_source": plugin_source(plain.get("encoding") or {}),
-    }
     weights = (plain.get("model") or {}).get("checkpoint")
-    if weights is not None:  # only here, so every other run's config stays as it was
-        found["checkpoint_digest"] = checkpoint_digest(weights)
     with open_dict(cfg):
-        for key, value in found.items():
-            if cfg.run.get(key) is None:
-                cfg.run[key] = value
+        for key in MACHINE:
+            if cfg.run.get(key) is None and (key != "checkpoint_digest" or weights is not None):
+                cfg.run[key] = MACHINE[key](plain)
 
 
 def checkpoint_digest(path) -> str | None:

@@ -20,10 +20,11 @@ from typing import Any
 
 from omegaconf import MISSING, OmegaConf, ValidationError
 
-from vitpos.config.rules import check_value, option
+from vitpos.config.rules import Flag, Int, Number, check_value, option
 from vitpos.errors import UserError
 
 __all__ = ["expand_paths", "help_text", "option", "parse_options"]
+KINDS = {int: Int, float: Number, bool: Flag}  # a typed option's wording: its rule kind's
 
 
 class _Option:
@@ -51,18 +52,19 @@ class _Option:
         if "example" in self.meta:
             return str(self.meta["example"])
         if self.item is bool and not self.is_list:
-            return "true"
+            return Flag.sample
         if self.default not in (None, MISSING, [], {}):
             return _show(self.default)
         if self.meta.get("metavar"):
             return self.meta["metavar"]
-        item = {int: "4", float: "0.5"}.get(self.item, "VALUE")
+        item = KINDS[self.item].sample if self.item in (int, float) else "VALUE"
         return f"[{item}]" if self.is_list else item
 
     def describe(self) -> str:
+        kind = KINDS.get(self.item)
         if self.is_list:
-            return {int: "a list of integers", float: "a list of numbers"}.get(self.item, "a list")
-        return {int: "an integer", float: "a number", bool: "true or false", str: "text"}.get(self.item, "a value")
+            return f"a list of {kind.plural}" if self.item in (int, float) else "a list"
+        return kind.noun if kind else {str: "text"}.get(self.item, "a value")
 
 
 def _show(value) -> str:

@@ -1,8 +1,7 @@
 """The evaluation after training (``eval.*``): one dataclass per task, which the task's recipe starts from.
 
-``eval`` is no config group of its own: ``configs/task/<name>.yaml`` places its task's schema at ``eval`` and
-sets what differs. Both schemas have every key, so a debug or experiment file that sets a key of the other
-task (``debug=fast`` sets ``eval.lengths`` for any task) composes, and the key goes unused.
+``configs/task/<name>.yaml`` places its schema at ``eval``. Both schemas have every key, so a file setting a key of
+the other task (``debug=fast`` sets ``eval.lengths``) composes, and the key goes unused.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The tasks' options and defaults (``task=classification``, ``task=sequence``): one dataclass per task.
-
-A task's YAML file is a recipe (``@package _global_``): besides the ``task`` section, which starts from the
-schema here, it sets the evaluation, the optimiser and the epochs it trains with.
+"""The tasks' options and defaults (``task=classification``, ``task=sequence``): one dataclass per task. A task's
+YAML file is a recipe (``@package _global_``) that also sets the evaluation, the optimiser and the epochs.
 """
 
 from __future__ import annotations

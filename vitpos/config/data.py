@@ -34,8 +34,7 @@ class ImageData:
     img_size: Any = 32  # the training resolution R, or [h,w]; below native the images are downsampled once
     native_size: Any = option(32, rule=NATIVE)  # eval at this size sees the original pixels
     train_sizes: Any = option(None, rule=SIZES)  # e.g. [16,24,32] or [16,[16,32],32], one size per batch
-    size_schedule: Any = option("random", rule=SCHEDULE)  # with train_sizes: random (a size per batch) |
-    #   progressive (equal epoch runs, low resolution first, FixRes-style)
+    size_schedule: Any = option("random", rule=SCHEDULE)  # random: a size per batch | progressive: FixRes-style
     size_epochs: Any = option(None, rule=EPOCHS)  # progressive: e.g. [7,3,2] (scaled to trainer.max_epochs)
     on_device: Any = option(False, rule=ON_DEVICE)  # keep the uint8 data sets there (GPU sweeps: no copy per step)
     num_classes: Any = option(10, rule=Int(10, task=IMAGE, help="classes of the data set"))

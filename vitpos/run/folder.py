@@ -88,8 +88,7 @@ class DiskFault(WriteError, InputError):
 
 
 def disk_fault(error: BaseException, folder: Path) -> DiskFault | None:
-    """``error`` as a :class:`DiskFault` when it is an ``OSError`` in :data:`vitpos.files.DISK_ERRORS`
-    (also from other writers: event files, ``hparams.yaml``); else None."""
+    """``error`` as a :class:`DiskFault` when it is an ``OSError`` in :data:`vitpos.files.DISK_ERRORS`, else None."""
     if isinstance(error, DiskFault) or not isinstance(error, OSError) or error.errno not in DISK_ERRORS:
         return None
     return DiskFault(getattr(error, "path", None) or error.filename or folder, error)

@@ -122,25 +122,16 @@ def _module_constants(module: ast.Module) -> dict[str, object]:
 
 
 def _resolution_order(class_name: str, classes: dict[str, _Source]) -> list[_Source]:
-    """The class and its bases in the package in C3 order; a base from outside (``nn.Module``) ends the walk."""
+    """The class and its bases in the package in Python's method resolution order (stand-in classes give it); a
+    base from outside (``nn.Module``) is left out."""
+    made: dict[str, type] = {}
 
-    def linearize(name: str) -> list[str]:
-        if name not in classes:
-            return []
-        sequences = [linearize(b) for b in classes[name].bases] + [[b for b in classes[name].bases if b in classes]]
-        order = [name]
-        while any(sequences):
-            for sequence in sequences:
-                head = sequence[0] if sequence else None
-                if head is not None and not any(head in s[1:] for s in sequences):
-                    break
-            else:
-                raise ValueError(f"no consistent method resolution order for {name}")
-            order.append(head)
-            sequences = [s[1:] if s and s[0] == head else s for s in sequences]
-        return order
+    def make(name: str) -> type:
+        if name not in made:
+            made[name] = type(name, tuple(make(b) for b in classes[name].bases if b in classes), {})
+        return made[name]
 
-    return [classes[n] for n in linearize(class_name)]
+    return [classes[c.__name__] for c in make(class_name).__mro__[:-1]] if class_name in classes else []
 
 
 def _is_register(decorator: ast.expr) -> bool:

@@ -80,16 +80,16 @@ class Number(Spec):
             return f"in [{self.low}, {self.below})"
         return f"a finite number {'>' if self.above else '>='} {self.low}"
 
+    def fits(self, value) -> bool:
+        low = value > self.low if self.above else value >= self.low
+        return self.low <= value < self.below if self.below is not None else math.isfinite(value) and low
+
     def problem(self, value) -> str | None:
         if value is None and self.null:
             return None
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return f"expected {self.noun}, got {value!r}"
-        if self.below is not None:
-            fits = self.low <= value < self.below
-        else:
-            fits = math.isfinite(value) and (value > self.low if self.above else value >= self.low)
-        return None if fits else f"must be {self.rule()}, got {value}"
+        return super().problem(value)
 
 
 @dataclass

@@ -1,8 +1,7 @@
 """The ``key=value`` options of every ``python -m vitpos.*`` tool and ``bench`` (``train.py``'s go through Hydra).
 
-A tool declares its options as a dataclass of :func:`~vitpos.config.rules.option` fields, the one field helper of
-the config schema too; :func:`parse_options` parses argv onto it with OmegaConf, whose structured config does the
-type checks, then checks a field's ``rule`` as the config check does, and :func:`help_text` builds ``--help``.
+A tool declares its options as a dataclass of :func:`~vitpos.config.rules.option` fields; :func:`parse_options`
+parses argv onto it (OmegaConf checks the types, then each field's ``rule``), and :func:`help_text` builds --help.
 """
 
 from __future__ import annotations
@@ -20,10 +19,11 @@ from typing import Any
 
 from omegaconf import MISSING, OmegaConf, ValidationError
 
-from vitpos.config.rules import check_value, option
+from vitpos.config.rules import Flag, Int, Number, check_value, option
 from vitpos.errors import UserError
 
 __all__ = ["expand_paths", "help_text", "option", "parse_options"]
+KINDS = {int: Int, float: Number, bool: Flag}  # a typed option's wording: its rule kind's
 
 
 class _Option:
@@ -51,18 +51,19 @@ class _Option:
         if "example" in self.meta:
             return str(self.meta["example"])
         if self.item is bool and not self.is_list:
-            return "true"
+            return Flag.sample
         if self.default not in (None, MISSING, [], {}):
             return _show(self.default)
         if self.meta.get("metavar"):
             return self.meta["metavar"]
-        item = {int: "4", float: "0.5"}.get(self.item, "VALUE")
+        item = KINDS[self.item].sample if self.item in (int, float) else "VALUE"
         return f"[{item}]" if self.is_list else item
 
     def describe(self) -> str:
+        kind = KINDS.get(self.item)
         if self.is_list:
-            return {int: "a list of integers", float: "a list of numbers"}.get(self.item, "a list")
-        return {int: "an integer", float: "a number", bool: "true or false", str: "text"}.get(self.item, "a value")
+            return f"a list of {kind.plural}" if self.item in (int, float) else "a list"
+        return kind.noun if kind else {str: "text"}.get(self.item, "a value")
 
 
 def _show(value) -> str:
@@ -101,8 +102,7 @@ def help_text(schema: type, prog: str, usage: str | None = None) -> str:
 
 
 def _literal(value):
-    """``value`` with ``${`` escaped: the structured config would read ``${...}`` as an interpolation (and may
-    fail). Backslashes before it are doubled, as OmegaConf reads ``\\${`` as a backslash and an interpolation."""
+    """``value`` with ``${`` escaped (and backslashes before it doubled), never read as an interpolation."""
     if isinstance(value, str):
         return re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
     if isinstance(value, list):
@@ -165,11 +165,9 @@ def _check_rules(o: _Option, key: str, value) -> None:
 
 
 def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | None = None):
-    """``key=value`` words -> an instance of the dataclass ``schema`` (see :func:`option`).
-
-    Values parse as in OmegaConf, except text options (paths, names), taken as typed. ``--help``
-    prints :func:`help_text` and exits 0. A repeated key keeps its last value, as in Hydra, unless it
-    is ``repeat``. An unknown key, a wrong type or a missing required option raises :class:`UserError`."""
+    """``key=value`` words -> an instance of the dataclass ``schema``. Values parse as in OmegaConf, but text options
+    (paths, names) are taken as typed; a repeated key keeps its last value, as in Hydra, unless it is ``repeat``.
+    ``--help`` prints :func:`help_text`; bad input raises :class:`UserError`."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(word in ("-h", "--help") for word in argv):
         print(help_text(schema, prog, usage))
@@ -210,8 +208,7 @@ def parse_options(argv: list[str] | None, schema: type, prog: str, usage: str | 
 
 
 def expand_paths(option_name: str, values: list[str]) -> list[Path]:
-    """Paths with ``~`` and globs (``*``, ``?``, ``[...]``, ``**``) expanded, as bash does not glob in ``key=value``;
-    matches come sorted, and a pattern matching nothing raises :class:`UserError`."""
+    """Paths with ``~`` and globs expanded (bash does not glob in ``key=value``), sorted; no match: UserError."""
     paths: list[Path] = []
     for text in values:
         text = os.path.expanduser(str(text))

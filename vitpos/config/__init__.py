@@ -1,17 +1,12 @@
-"""The typed schema of vitpos's config groups: dataclasses, registered in Hydra's ConfigStore.
+"""The typed schema of vitpos's config groups: dataclasses, registered in Hydra's ConfigStore on import.
 
-Each dataclass holds a group option's keys and their defaults; the group's YAML file under ``configs/`` lists the
-schema first in its defaults list (``/schema/<group>/<name>@_here_``; a task's recipe, a ``_global_`` file,
-``@task``) and sets only what differs. A key the schema
-does not have is refused by Hydra's struct mode wherever it is written: in a YAML file (a user's own, with
-``--config-dir``) or on the command line (:func:`vitpos.cli.hydra_errors.override_error` words both in one line).
-The defaults live here, in the package, so an installed vitpos needs no YAML to build a data module.
+Each dataclass holds a group option's keys and defaults (here, so an installed vitpos needs no YAML to build a
+data module); ``configs/<group>/<name>.yaml`` starts from ``/schema/<group>/<name>@_here_`` and sets what differs.
+Hydra's struct mode refuses a key the schema lacks, in a YAML file or on the command line.
 
-Fields are typed ``Any``: a field's rule (integers that refuse ``true``, bounds; its help and its part in the run's
-identity) is its metadata (:mod:`vitpos.config.rules`), and :data:`OPTIONS` gathers them, so the config check words
-a bad value as ``error: <option>: ...`` where OmegaConf would only say it cannot convert it; rules that read more
-than one value (sizes as a side or ``[h, w]``) are :mod:`vitpos.checks`'. Importing this module registers the
-schemas (:func:`register`).
+Fields are typed ``Any``: a field's rule is its metadata (:mod:`vitpos.config.rules`), gathered in :data:`OPTIONS`,
+so a bad value is worded ``error: <option>: ...`` where OmegaConf would only say it cannot convert it; rules that
+read more than one value (sizes) are :mod:`vitpos.checks`'.
 """
 
 from __future__ import annotations
@@ -66,9 +61,8 @@ LAUNCHER: dict[str, Spec] = rules([("", Launcher)])
 
 
 def register() -> None:
-    """Store every schema as ``schema/<group>/<option>``; each built-in encoding's options as
-    ``schema/encoding/<name>`` and, where it has no YAML file, as ``encoding/<name>``
-    (:mod:`vitpos.config.encodings`). Idempotent: ConfigStore replaces an entry."""
+    """Store every schema as ``schema/<group>/<option>``, each built-in encoding's options as
+    ``schema/encoding/<name>`` and, without a YAML file, as ``encoding/<name>``. Idempotent."""
     store = ConfigStore.instance()
     for (group, option), schema in SCHEMAS.items():
         store.store(group=f"schema/{group}", name=option, node=schema)

@@ -1,19 +1,10 @@
 """The encoding group's schema, read from the encodings' own source: every built-in encoding composes as
-``encoding=<name>``, and each of its options is overridable as ``encoding.<option>=...`` without a ``+``.
+``encoding=<name>``, each of its options overridable as ``encoding.<option>=...`` without a ``+``.
 
-An encoding is one file in ``vitpos/encodings/`` (a class registered by its ``name``); its options are its
-``__init__`` arguments, with the arguments of the bases it passes ``**kw`` on to, and it checks their values
-itself when the config check builds it. :func:`builtin_options` reads the names, the options and their defaults
-from the package's source with :mod:`ast`, without importing it (the command refuses bad input before torch
-loads): the same options, in the same order of bases, as :meth:`PositionalEncoding.option_names` finds at run
-time (tests/test_config_schema.py compares the two for every encoding). :func:`vitpos.config.register` stores
-each as ``schema/encoding/<name>``, which ``configs/encoding/<name>.yaml`` starts from, or, for an encoding
-without a file, as the group option ``encoding/<name>`` itself: a file is needed only for a preset.
-
-A default the source does not spell as a literal (or as a module constant that is one) stays out of the schema:
-such an option is set with ``+encoding.<option>=...`` (:data:`UNREAD` lists them, and a test holds the list).
-A plug-in (``encoding.module=``, or an installed package's entry point) is unknown when Hydra composes: its
-options are set with ``+``.
+An encoding's options are its ``__init__`` arguments and those of the bases it passes ``**kw`` on to (it checks
+their values itself). :func:`builtin_options` reads them with :mod:`ast`, without importing torch (bad input is
+refused before it loads), as :meth:`PositionalEncoding.option_names` finds them at run time (a test compares the
+two). A default that is no literal (:data:`UNREAD`) and a plug-in's options are set with ``+``.
 """
 
 from __future__ import annotations
@@ -50,9 +41,8 @@ def builtin_names(folder: Path = ENCODINGS) -> list[str]:
 
 @lru_cache(maxsize=4)
 def builtin_options(folder: Path = ENCODINGS) -> dict[str, dict[str, object]]:
-    """``{name: {option: default}}`` of every registered encoding in ``folder``, read from the source: the
-    ``__init__`` keyword options of the class, then of the bases it passes ``**kw`` on to (nearest first, as
-    the method resolution order), without ``self`` and ``ctx``. Tuples become lists (as in a config)."""
+    """``{name: {option: default}}`` of every registered encoding in ``folder``, bases in method resolution
+    order; without ``self`` and ``ctx``, tuples as lists (as in a config)."""
     classes: dict[str, _Source] = {}
     registered: dict[str, str] = {}  # registered name -> class name
     for path in sorted(folder.glob("*.py")):
@@ -132,26 +122,16 @@ def _module_constants(module: ast.Module) -> dict[str, object]:
 
 
 def _resolution_order(class_name: str, classes: dict[str, _Source]) -> list[_Source]:
-    """The class and its bases in the package, in Python's method resolution order (C3); bases from outside
-    the package (``nn.Module``) end the walk."""
+    """The class and its bases in the package in Python's method resolution order (stand-in classes give it); a
+    base from outside (``nn.Module``) is left out."""
+    made: dict[str, type] = {}
 
-    def linearize(name: str) -> list[str]:
-        if name not in classes:
-            return []
-        sequences = [linearize(b) for b in classes[name].bases] + [[b for b in classes[name].bases if b in classes]]
-        order = [name]
-        while any(sequences):
-            for sequence in sequences:
-                head = sequence[0] if sequence else None
-                if head is not None and not any(head in s[1:] for s in sequences):
-                    break
-            else:
-                raise ValueError(f"no consistent method resolution order for {name}")
-            order.append(head)
-            sequences = [s[1:] if s and s[0] == head else s for s in sequences]
-        return order
+    def make(name: str) -> type:
+        if name not in made:
+            made[name] = type(name, tuple(make(b) for b in classes[name].bases if b in classes), {})
+        return made[name]
 
-    return [classes[n] for n in linearize(class_name)]
+    return [classes[c.__name__] for c in make(class_name).__mro__[:-1]] if class_name in classes else []
 
 
 def _is_register(decorator: ast.expr) -> bool:

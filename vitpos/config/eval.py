@@ -1,8 +1,7 @@
 """The evaluation after training (``eval.*``): one dataclass per task, which the task's recipe starts from.
 
-``eval`` is no config group of its own: ``configs/task/<name>.yaml`` places its task's schema at ``eval`` and
-sets what differs. Both schemas have every key, so a debug or experiment file that sets a key of the other
-task (``debug=fast`` sets ``eval.lengths`` for any task) composes, and the key goes unused.
+``configs/task/<name>.yaml`` places its schema at ``eval``. Both schemas have every key, so a file setting a key of
+the other task (``debug=fast`` sets ``eval.lengths``) composes, and the key goes unused.
 """
 
 from __future__ import annotations
@@ -25,10 +24,7 @@ class ImageEval:
     #   the patch size ([16,24,32,40,48,64] for 4 px patches at 32 px); [h,w]: test/acc@res{h}x{w}
     strategies: Any = "default"  # default | all | [list of strategy names]
     max_batches: Any = option(None, rule=MAX_BATCHES)  # null: the whole test set (debug=fast: 1)
-    test_subset: Any = option(
-        1000, rule=TEST_SUBSET
-    )  # other sizes on a fixed, seeded subset of at most this many test images (null:
-    #   all; test/acc always scores the whole test set)
+    test_subset: Any = option(1000, rule=TEST_SUBSET)  # seeded, at other sizes (test/acc scores the whole test set)
     lengths: Any = option(None, rule=LENGTHS)  # sequences only
 
 

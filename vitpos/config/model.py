@@ -1,19 +1,13 @@
-"""The models' options and defaults (``model=vit_cpu``, ``vit_micro``, ``seq_small``, ``timm``, ...): one
-dataclass per model option.
-
-A vitpos ViT (:class:`vitpos.models.vit.VisionTransformer`) and the sequence Transformer take these as their
-arguments; ``model=timm`` converts a timm ``VisionTransformer`` (:mod:`vitpos.integrations.timm`), whose
-patch, width and depth are its own. ``compile`` is speed only (no part of the run's identity).
+"""The models' options and defaults (``model=vit_cpu``, ``seq_small``, ``timm``, ...): one dataclass per option,
+the networks' arguments; ``model=timm`` converts a timm ``VisionTransformer`` (patch, width, depth its own).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from vitpos.config.rules import IMAGE, SEQUENCE, Flag, Int, Number, option
+from vitpos.config.rules import IMAGE, SEQUENCE, Flag, Int, Number, option, schema
 
-PATCH = Int(4, task=IMAGE, help="patch side in pixels")
 DIM = Int(64, help="token width")
 DEPTH = Int(4, help="Transformer blocks")
 HEADS = Int(4, help="attention heads (model.dim must divide evenly)")
@@ -24,12 +18,12 @@ ZERO_TOKENS = Flag(task=SEQUENCE, help="token embeddings at zero: position alone
 COMPILE = Flag(defines=False, help="torch.compile the model (speed only)")
 
 
-@dataclass
+@schema
 class VitModel:
     """A ViT sized for CPU smoke runs and short budgets (~0.2M parameters, ``model=vit_micro``): patch 4 on
     32x32 images, an 8x8 grid of 64 tokens; plain patch tokens (no convolutional stem to leak position)."""
 
-    patch_size: Any = option(4, rule=PATCH)
+    patch_size: Any = option(4, rule=Int(4, task=IMAGE, help="patch side in pixels"))
     dim: Any = option(64, rule=DIM)
     depth: Any = option(4, rule=DEPTH)
     num_heads: Any = option(4, rule=HEADS)
@@ -40,47 +34,47 @@ class VitModel:
     compile: Any = option(False, rule=COMPILE)  # true: torch.compile the training forward (docs/performance.md)
 
 
-@dataclass
+@schema
 class VitMicro(VitModel):
     """``model=vit_micro``: the ViT above as it is."""
 
 
-@dataclass
+@schema
 class VitCpu(VitModel):
     """The default recipe's ViT, sized for a 10-minute run on a 2-core CPU (docs/results/recipe_ablation)."""
 
-    compile: Any = option(True, rule=COMPILE)  # 1.5x the eager bf16 step here (docs/performance.md)
+    compile: Any = True  # 1.5x the eager bf16 step here (docs/performance.md)
 
 
-@dataclass
+@schema
 class VitCpuP2(VitCpu):
     """``vit_cpu`` with patch 2: 16x16 training images give the same 8x8 grid of 64 tokens (about the same cost
     a step) as ``vit_cpu`` on 32x32, and the native 32x32 test images a 16x16 grid (2x extrapolation with real
     detail): the native-resolution protocol (configs/experiment/extrapolation_native.yaml)."""
 
-    patch_size: Any = option(2, rule=PATCH)
+    patch_size: Any = 2
 
 
-@dataclass
+@schema
 class VitTiny(VitModel):
     """~2.7M parameters, patch 4 on 32x32 (an 8x8 grid of 64 tokens)."""
 
-    dim: Any = option(192, rule=DIM)
-    depth: Any = option(6, rule=DEPTH)
-    num_heads: Any = option(3, rule=HEADS)
-    mlp_ratio: Any = option(4.0, rule=MLP_RATIO)
-    drop_path: Any = option(0.1, rule=DROP_PATH)
+    dim: Any = 192
+    depth: Any = 6
+    num_heads: Any = 3
+    mlp_ratio: Any = 4.0
+    drop_path: Any = 0.1
 
 
-@dataclass
+@schema
 class VitSmall(VitTiny):
     """~10.7M parameters."""
 
-    dim: Any = option(384, rule=DIM)
-    num_heads: Any = option(6, rule=HEADS)
+    dim: Any = 384
+    num_heads: Any = 6
 
 
-@dataclass
+@schema
 class SeqSmall:
     """The sequence Transformer (~0.4M parameters); its training length comes from ``data.train_len``."""
 
@@ -98,7 +92,7 @@ class SeqSmall:
     compile: Any = option(False, rule=COMPILE)
 
 
-@dataclass
+@schema
 class TimmModel:
     """A timm ``VisionTransformer`` whose position handling and attention become the chosen encoding's."""
 

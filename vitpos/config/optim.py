@@ -1,7 +1,5 @@
-"""The optimiser's options and defaults (``optim=adamw``): AdamW with a linear warmup, then a cosine decay.
-
-:func:`vitpos.tasks.optim.configure_optimizers` reads every key as it stands: the defaults are here, once.
-A task's recipe may set other values (``configs/task/classification.yaml`` sets ``optim.lr``).
+"""The optimiser's options and defaults (``optim=adamw``): AdamW with a linear warmup, then a cosine decay; the
+defaults are here, once (a task's recipe may set others).
 """
 
 from __future__ import annotations

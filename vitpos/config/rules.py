@@ -1,11 +1,9 @@
-"""The rule kinds of the one options schema and :func:`option`, the one field helper of the config schemas and of
-the tools' ``key=value`` options (:mod:`vitpos.cli.options`).
+"""The rule kinds of the options schema and :func:`option`, the one field helper of the config schemas and of the
+tools' ``key=value`` options (:mod:`vitpos.cli.options`).
 
-A field's metadata holds its ``help`` and its ``rule``: kind and bounds (:class:`Given`: another check owns it) and
-part in the run's identity (``defines``, ``as_before``). :func:`rules` walks schemas into ``dotted name -> rule``
-(:data:`vitpos.config.OPTIONS`: the objects the fields hold), which the config check, ``python train.py --help``,
-the config fuzzer and the run identity read; :func:`check_options` applies them to a composed config (the schema
-checks its own values). An integer refuses ``true``: :func:`vitpos.sizes.is_integer`.
+A field's metadata holds its ``help`` and its ``rule``: kind, bounds and part in the run's identity. :func:`rules`
+gathers them (:data:`vitpos.config.OPTIONS`) for the config check, ``--help``, the fuzzer and the run identity;
+:func:`check_options` applies them to a composed config. An integer refuses ``true``.
 """
 
 from __future__ import annotations
@@ -49,6 +47,7 @@ class Spec:
 class Int(Spec):
     """An integer ``>= minimum`` (``<= maximum``); ``null``: None allowed too."""
 
+    noun, plural, sample = "an integer", "integers", "4"  # a typed tool option's wording (vitpos.cli.options)
     example: int | str
     minimum: int = 1
     null: bool = False
@@ -58,7 +57,7 @@ class Int(Spec):
     def rule(self) -> str:
         most = f" and <= {self.maximum}" if self.maximum is not None else ""
         other = "".join(f" (or {v})" for v in self.also)
-        return f"an integer >= {self.minimum}{most}{other}{' (or null)' if self.null else ''}"
+        return f"{self.noun} >= {self.minimum}{most}{other}{' (or null)' if self.null else ''}"
 
     def fits(self, value) -> bool:
         bounded = is_integer(value) and value >= self.minimum and (self.maximum is None or value <= self.maximum)
@@ -69,6 +68,7 @@ class Int(Spec):
 class Number(Spec):
     """A finite number ``>= low`` (``above``: ``> low``), or in ``[low, below)``; ``null``: None allowed."""
 
+    noun, plural, sample = "a number", "numbers", "0.5"
     example: float | str
     low: float = 0
     above: bool = False
@@ -80,16 +80,16 @@ class Number(Spec):
             return f"in [{self.low}, {self.below})"
         return f"a finite number {'>' if self.above else '>='} {self.low}"
 
+    def fits(self, value) -> bool:
+        low = value > self.low if self.above else value >= self.low
+        return self.low <= value < self.below if self.below is not None else math.isfinite(value) and low
+
     def problem(self, value) -> str | None:
         if value is None and self.null:
             return None
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            return f"expected a number, got {value!r}"
-        if self.below is not None:
-            fits = self.low <= value < self.below
-        else:
-            fits = math.isfinite(value) and (value > self.low if self.above else value >= self.low)
-        return None if fits else f"must be {self.rule()}, got {value}"
+            return f"expected {self.noun}, got {value!r}"
+        return super().problem(value)
 
 
 @dataclass
@@ -97,10 +97,11 @@ class Flag(Spec):
     """``true`` or ``false`` only: YAML and Hydra read ``yes``, ``on`` or ``"false"`` as text, which Python
     counts as true, and ``0``/``1`` as integers."""
 
+    noun, sample = "true or false", "true"
     example: str = "true"
 
     def rule(self) -> str:
-        return "true or false"
+        return self.noun
 
     def fits(self, value) -> bool:
         return isinstance(value, bool)
@@ -120,9 +121,9 @@ class Given(Spec):
 
 def option(default: Any = MISSING, help: str = "", rule: Spec | None = None, *, metavar: str | None = None,  # noqa: A002
            **meta) -> Any:  # fmt: skip
-    """A dataclass field; metadata: ``help`` (default: the rule's), ``rule`` (:func:`check_value`), and for a tool
-    ``metavar`` (after ``key=`` in --help), ``required`` (no default), ``repeat`` (``key=a key=b``: ``[a, b]``),
-    ``words`` (a list bare words fill, like a subcommand), ``choices``, ``default_text``, ``example``."""
+    """A dataclass field; metadata: ``help`` (default: the rule's), ``rule``, and for a tool ``metavar``, ``required``
+    (no default), ``repeat`` (``key=a key=b``: ``[a, b]``), ``words`` (a list bare words fill, like a subcommand),
+    ``choices``, ``default_text``, ``example``."""
     meta = {"help": help or (rule.help if rule else ""), "metavar": metavar, "rule": rule, **meta}
     if default is MISSING:
         meta["required"] = True
@@ -140,6 +141,17 @@ def rules(schemas: Iterable[tuple[str, type]]) -> dict[str, Spec]:
             if f.metadata.get("rule") is not None:
                 found.setdefault(f"{section}.{f.name}" if section else f.name, f.metadata["rule"])
     return found
+
+
+def schema(cls: type) -> type:
+    """``@dataclass``, where a field a subclass redeclares with a plain default keeps its base's metadata (rule,
+    help): each rule is attached once."""
+    cls = dataclass(cls)
+    for f in dataclasses.fields(cls):
+        base = next((b.__dataclass_fields__.get(f.name) for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)), None)
+        if base is not None and not f.metadata:
+            f.metadata = base.metadata
+    return cls
 
 
 def describe(spec: Spec) -> str:
@@ -171,7 +183,7 @@ ABSENT = object()  # an option the config does not have (this data set or task h
 
 
 def lookup(c: dict, option: str):
-    """The value of ``option`` (dotted) in the plain config ``c``; :data:`ABSENT` when a key is absent."""
+    """The value of the dotted ``option`` in the plain config ``c``, or :data:`ABSENT`."""
     node = c
     for key in option.split("."):
         if not isinstance(node, dict) or key not in node:
@@ -181,8 +193,7 @@ def lookup(c: dict, option: str):
 
 
 def check_options(c: dict, task: str, specs: dict[str, Spec]) -> None:
-    """Every option of ``specs`` (:data:`vitpos.config.OPTIONS`) that ``task`` (:data:`IMAGE` or :data:`SEQUENCE`)
-    uses, in the plain config ``c``, unless an option (``trainer.fast_dev_run``) makes it unused."""
+    """Check every option of ``specs`` that ``task`` uses in the plain config ``c``, unless its ``unless`` is set."""
     for option, spec in specs.items():
         value = lookup(c, option)
         exempt = ABSENT if spec.unless is None else lookup(c, spec.unless)

@@ -1,8 +1,7 @@
 """A task module's config made whole: the typed keys a saved or hand-written config lacks, filled in one place.
 
-A checkpoint keeps its run's config as it was composed then: one saved before a key existed lacks it, and a
-module built in code (a notebook, a test) may give only the keys it changes. Both are filled here, so the task
-modules read every key as it stands and no literal default lives beside the code that uses it:
+An older checkpoint's config lacks later keys, and a module built in code may give only the keys it changes;
+filled here, the task modules read every key as it stands, with no literal default beside the code:
 
 - ``data``: its data set's defaults (:mod:`vitpos.config.data`; a config without ``data.name``: the task's first
   data set, CIFAR-10 or the copy task, as the data modules take it).
@@ -39,9 +38,8 @@ FIRST_DATA_SET = {True: "cifar10", False: "seq_copy"}
 
 
 def complete(cfg: dict, image: bool) -> dict:
-    """``cfg`` (a plain config) with ``data``, ``model.compile``, ``optim`` and, for an image classifier
-    (``image``), ``task`` holding every key: those it has as they are, the others as the module docstring says.
-    ``cfg`` itself is not changed. A data set with no schema (a name the config check refuses) keeps its own."""
+    """A copy of the plain ``cfg`` filled in as the module docstring says (``task`` only for an ``image`` run); a
+    data set with no schema (the config check refuses it) keeps its own keys."""
     data = cfg.get("data") or {}
     schema = SCHEMAS.get(("data", str(data.get("name") or FIRST_DATA_SET[image])))
     optim = {**defaults(AdamW), **(cfg.get("optim") or {})}

@@ -1,7 +1,5 @@
-"""The tasks' options and defaults (``task=classification``, ``task=sequence``): one dataclass per task.
-
-A task's YAML file is a recipe (``@package _global_``): besides the ``task`` section, which starts from the
-schema here, it sets the evaluation, the optimiser and the epochs it trains with.
+"""The tasks' options and defaults (``task=classification``, ``task=sequence``): one dataclass per task. A task's
+YAML file is a recipe (``@package _global_``) that also sets the evaluation, the optimiser and the epochs.
 """
 
 from __future__ import annotations
@@ -11,6 +9,7 @@ from typing import Any
 
 from vitpos.config.rules import IMAGE, Flag, Int, Number, option
 
+SMOOTHING = Number(0.1, below=1, task=IMAGE, help="label smoothing of the cross-entropy")
 MIXUP = Number(0, fix="task.mixup=0 turns it off", task=IMAGE, help="mixup's Beta(a, a); 0: off")
 CUTMIX = Number(0, fix="task.cutmix=0 turns it off", task=IMAGE, help="cutmix's Beta(a, a); 0: off")
 EMA = Number(0.999, below=1, fix="e.g. task.ema_decay=0.999; 0 turns it off", task=IMAGE,
@@ -25,22 +24,12 @@ class ClassificationTask:
     """Image classification (:class:`vitpos.tasks.classification.ImageClassifier`), with the default recipe."""
 
     name: Any = "classification"
-    label_smoothing: Any = option(
-        0.1, rule=Number(0.1, below=1, task=IMAGE, help="label smoothing of the cross-entropy")
-    )
+    label_smoothing: Any = option(0.1, rule=SMOOTHING)
     mixup: Any = option(0.0, rule=MIXUP)  # timm Mixup alpha; > 0 turns it on
     cutmix: Any = option(0.0, rule=CUTMIX)  # timm CutMix alpha; > 0 turns it on
-    ema_decay: Any = option(
-        0.999, rule=EMA
-    )  # > 0: timm ModelEmaV3 of the weights; evaluation scores the average, and the raw
-    #   weights are logged beside it as <stage>/acc_raw
-    ema_warmup: Any = option(
-        True, rule=Flag(task=IMAGE, help="ramp the EMA decay up over the first steps")
-    )  # ModelEmaV3's warmup: a smaller decay over the first steps (short runs)
-    flip_tta: Any = option(
-        True, rule=FLIP_TTA
-    )  # with data.hflip: also score the test set with flip test-time augmentation, as
-    #   test/acc_flip (softmax of the image and its mirror averaged); test/acc stays the plain score
+    ema_decay: Any = option(0.999, rule=EMA)  # timm ModelEmaV3: scored; the raw weights logged as <stage>/acc_raw
+    ema_warmup: Any = option(True, rule=Flag(task=IMAGE, help="ramp the EMA decay up over the first steps"))
+    flip_tta: Any = option(True, rule=FLIP_TTA)  # with data.hflip: test/acc_flip (image and mirror averaged)
     pictures: Any = option(True, rule=PICTURES)  # log pictures of the encoding and attention to TensorBoard
     pictures_every_n_epochs: Any = option(0, rule=EVERY)  # 0: pictures only at the end of training
 

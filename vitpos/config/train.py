@@ -1,9 +1,7 @@
 """Options outside the groups' schemas: ``configs/train.yaml``'s own keys, a key the run writes, a sweep's launcher.
 
-Declared with the same field helper for their rules, help and part in the run's identity, and not registered in
-the ConfigStore: the primary config holds its own keys, ``model.geometry`` appears only once a run writes it, and
-the launcher's options live in the launcher's own config.
-``threads``, ``resume`` and ``run.*`` have rules of their own (:mod:`vitpos.checks.options`, :mod:`vitpos.run`).
+Declared for their rules, help and part in the run's identity, not registered in the ConfigStore (the primary config,
+the run and the launcher hold these keys). ``threads``, ``resume`` and ``run.*`` have rules of their own.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
-"""Loading checkpoints without running code from them.
+"""Finding and loading checkpoints without running code from them.
 
-vitpos checkpoints hold only tensors and plain containers (the config is saved with
-``OmegaConf.to_container``), so every tool loads them with ``weights_only=True`` through
-:func:`vitpos.safe_load.load_weights_only` and turns each failure into one :class:`CheckpointError`
-that names the file. :func:`find_checkpoints` is the one search behind every tool's ``ckpt=``.
+vitpos checkpoints hold only tensors and plain containers, so every tool loads them with ``weights_only=True`` and
+turns each failure into one :class:`CheckpointError` naming the file. :func:`find_checkpoints` is the one search
+behind every tool's ``ckpt=``.
 
-**The checkpoint of a run folder** (:func:`run_checkpoint`, the one rule every tool follows): the one
-the run's own report scored, so that a tool given a run folder prints the run's own numbers. A
-finished run names it in ``metrics.json`` (``best_checkpoint``: the best by ``val/acc``, as the run
-chose); a run still training has its best so far (``best-epoch<NNN>.ckpt``); a run that saved no
-best checkpoint has ``last.ckpt``. A ``ckpt=`` naming a file takes that file. Every tool prints the
-file it chose and why (:meth:`Found.line`).
+**The checkpoint of a run folder** (:func:`run_checkpoint`) is the one the run's own report scored, so a tool prints
+the run's own numbers: ``metrics.json``'s ``best_checkpoint``, else the best so far (``best-epoch<NNN>.ckpt``), else
+``last.ckpt``. Every tool prints the file it chose and why (:meth:`Found.line`).
 """
 
 from __future__ import annotations
@@ -44,9 +40,7 @@ class Found(NamedTuple):
     why: str = NAMED
 
     def line(self) -> str | None:
-        """``checkpoint: <file> (<why>)``, the line every tool prints before it loads a file it chose
-        (None where ``ckpt=`` named the file itself: the user knows which, and a file that does not
-        load gets its one error line alone)."""
+        """``checkpoint: <file> (<why>)``, printed before a tool loads a file it chose (None: ckpt= named it)."""
         return f"checkpoint: {self.path} ({self.why})" if self.root is not None else None
 
 
@@ -56,9 +50,8 @@ def is_run_checkpoint(path: Path) -> bool:
 
 
 def run_checkpoint(folder: Path) -> tuple[Path, str] | None:
-    """(the checkpoint of the run whose checkpoints are in ``folder``, why it), by the rule in the
-    module docstring; ``folder`` is a run's ``checkpoints/`` (or a folder holding its files); None
-    when it holds none."""
+    """(the checkpoint of the run whose checkpoints are in ``folder``, why it), by the rule in the module docstring;
+    None when it holds none."""
     run = folder.parent if folder.name == "checkpoints" else folder
     reported = best_checkpoint(run, read_status(run))
     if reported is not None and reported.is_file():
@@ -71,12 +64,8 @@ def run_checkpoint(folder: Path) -> tuple[Path, str] | None:
 
 
 def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
-    """Every checkpoint the ``ckpt=`` values name, in the order given, each once.
-
-    A glob pattern is expanded here (bash leaves patterns inside ``key=value`` alone); a folder gives
-    the checkpoint of every run below it (:func:`run_checkpoint`), sorted; a file is taken as named
-    (:func:`load_checkpoint` checks it). A missing path, a pattern matching nothing, or folders
-    without a run's checkpoint raise :class:`UserError`."""
+    """Every checkpoint the ``ckpt=`` values name, in the order given, each once: globs expanded, a folder giving the
+    checkpoint of every run below it (sorted), a file as named. Nothing found raises :class:`UserError`."""
     found: dict[Path, Found] = {}  # by the file it names, the first name kept
     for value in values:
         paths, hits = expand_paths(option, [value]), []
@@ -97,9 +86,7 @@ def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
 
 
 def newest_checkpoint(value: str, doing: str) -> Path:
-    """The newest checkpoint ``ckpt=value`` names (:func:`find_checkpoints`), printing the others when
-    there are several, then the file chosen and why (:meth:`Found.line`); ``doing`` is the tool's verb
-    (``drawing``, ``exporting``)."""
+    """The newest checkpoint ``ckpt=value`` names, printing the others and why this one; ``doing``: the tool's verb."""
     hits = sorted(find_checkpoints([value]), key=lambda hit: hit.path.stat().st_mtime, reverse=True)
     if len(hits) > 1:
         others = "\n".join(f"  {hit.path}" for hit in hits[1:])
@@ -111,9 +98,8 @@ def newest_checkpoint(value: str, doing: str) -> Path:
 
 
 def load_checkpoint(path: str | Path) -> dict:
-    """The checkpoint at ``path`` as a dict, loaded on the CPU with ``weights_only=True``; a :class:`CheckpointError`
-    when the file is missing, truncated or corrupt, needs arbitrary Python objects to unpickle, or lacks the
-    ``hyper_parameters.cfg`` the tools rebuild the model from."""
+    """The checkpoint at ``path``, loaded on the CPU with ``weights_only=True``; a :class:`CheckpointError` when it is
+    missing, corrupt, needs arbitrary objects to unpickle, or lacks the ``hyper_parameters.cfg`` tools rebuild from."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"ckpt={path}: a folder, not a checkpoint file; pass {example_checkpoint(path)}")

@@ -1,16 +1,11 @@
-"""Claiming a run folder for one process, and leaving nothing behind when a run fails early.
+"""Claiming a run folder for one process, and leaving nothing behind when a run fails early (:func:`claim`):
 
-:func:`claim` wraps a training run:
-
-- **lock**: ``<run folder>/.lock`` (pid, host, start time) refuses a second command for the same run
-  while its process lives; a stale lock (``kill -9``, a reused pid: :mod:`vitpos.run.process`) is taken over.
-- **disk faults**: a refused write ends the run with one line (:class:`DiskFault`); writes are atomic
-  (:mod:`vitpos.files`), so the same command continues once the fault is gone.
-- **no debris**: a run that fails before its first checkpoint or ``metrics.json`` removes the folder it
-  created and its parents below ``run.root`` left empty (``compare`` would list them as runs).
-  Pre-existing folders and runs stopped by a signal are kept.
-
-Only rank 0 takes the lock; DDP's other ranks share its folder.
+- **lock**: ``<run folder>/.lock`` (pid, host, start time) refuses a second command for the same run while its
+  process lives; a stale lock (``kill -9``, a reused pid) is taken over. Only rank 0 takes it.
+- **disk faults**: a refused write ends the run with one line (:class:`DiskFault`); writes are atomic, so the same
+  command continues once the fault is gone.
+- **no debris**: a run that fails before its first checkpoint or ``metrics.json`` removes the folders it created
+  (``compare`` would list them as runs); pre-existing folders and runs stopped by a signal are kept.
 """
 
 from __future__ import annotations
@@ -88,8 +83,7 @@ class DiskFault(WriteError, InputError):
 
 
 def disk_fault(error: BaseException, folder: Path) -> DiskFault | None:
-    """``error`` as a :class:`DiskFault` when it is an ``OSError`` in :data:`vitpos.files.DISK_ERRORS`
-    (also from other writers: event files, ``hparams.yaml``); else None."""
+    """``error`` as a :class:`DiskFault` when it is an ``OSError`` in :data:`vitpos.files.DISK_ERRORS`, else None."""
     if isinstance(error, DiskFault) or not isinstance(error, OSError) or error.errno not in DISK_ERRORS:
         return None
     return DiskFault(getattr(error, "path", None) or error.filename or folder, error)

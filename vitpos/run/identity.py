@@ -7,11 +7,10 @@
 sweeps), ``model`` the chosen ``model=...``, ``label`` the encoding (``@strategy`` when not its default; ``run.label``
 overrides it) and ``hash`` six hex digits of everything else that defines the run (:func:`identity`).
 
-Every run is hashed, not only non-default ones: two configurations never share a folder, the same
-command always maps to the same folder (so it resumes), and the seeds of one configuration sit side
-by side for ``compare`` to average. A folder survives upgrades and moves: a key added later counts
-only where it changes what runs (:func:`counts`), and the saved config records what the hash read
-from the machine (:func:`record`), so a copied run finds its folder without the data.
+Every run is hashed: two configurations never share a folder, the same command always maps to the same folder (so
+it resumes), and one configuration's seeds sit side by side for ``compare``. A folder survives upgrades and moves: a
+key added later counts only where it changes what runs (:func:`counts`), and the saved config records what the hash
+read from the machine (:func:`record`), so a copied run finds its folder without the data.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
 
@@ -44,7 +44,6 @@ def identity(cfg: DictConfig | dict) -> dict:
     A strategy alias counts as the strategy it names; the data set by its fingerprint, ``model.checkpoint``
     by its file's digest, ``auto`` precision resolved: each as :func:`record` saved it, else as found here."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
-    recorded = plain.get("run") or {}
     out = {}
     for section in RUN_DEFINING:
         values = plain.get(section) or {}
@@ -52,28 +51,37 @@ def identity(cfg: DictConfig | dict) -> dict:
     out["data"] = _compact_sizes(out["data"])
     if "strategy" in out["encoding"]:
         out["encoding"]["strategy"] = canonical_strategy(out["encoding"].get("name"), out["encoding"]["strategy"])
-    source = recorded.get("encoding_source") or plugin_source(plain.get("encoding") or {})
-    if source is not None:  # a plug-in is code: its source defines the run, its path does not
+    if (source := found(plain, "encoding_source")) is not None:  # a plug-in is code: its source, not its path
         out["encoding"]["source"] = source
     if "precision" in out["trainer"]:  # auto: what it resolved to (vitpos/runtime.py)
-        out["trainer"]["precision"] = recorded.get("precision") or trainer_precision(plain.get("trainer") or {})
-    if out["model"].get("checkpoint") is not None:  # the starting weights by their content, not their path
-        weights = recorded.get("checkpoint_digest") or checkpoint_digest(out["model"]["checkpoint"])
-        out["model"]["checkpoint"] = weights or out["model"]["checkpoint"]  # no file here: its path, as before
-    fingerprint = out["data"].pop("fingerprint", None) or recorded.get("data_fingerprint")
-    if fingerprint is None:  # what the run trains on, not where it lies (data.root)
-        fingerprint = data_fingerprint(plain.get("data") or {})
-    if fingerprint is not None:
+        out["trainer"]["precision"] = found(plain, "precision")
+    if out["model"].get("checkpoint") is not None:  # the starting weights by their content; no file: its path
+        out["model"]["checkpoint"] = found(plain, "checkpoint_digest") or out["model"]["checkpoint"]
+    fingerprint = out["data"].pop("fingerprint", None) or found(plain, "data_fingerprint")
+    if fingerprint is not None:  # what the run trains on, not where it lies (data.root)
         out["data"]["fingerprint"] = fingerprint
     return out
 
 
+#: what the hash reads from this machine, by the ``run`` key :func:`record` saves it under
+MACHINE = {
+    "data_fingerprint": lambda c: data_fingerprint(c.get("data") or {}),  # null for generated data
+    "precision": lambda c: trainer_precision(c.get("trainer") or {}),  # as the hash always saw it (an int stays)
+    "machine": lambda c: machine_kind((c.get("trainer") or {}).get("accelerator", "auto")),
+    "encoding_source": lambda c: plugin_source(c.get("encoding") or {}),
+    "checkpoint_digest": lambda c: checkpoint_digest(c["model"]["checkpoint"]),
+}
+
+
+def found(plain: dict, key: str):
+    """``run.<key>`` of the plain config as :func:`record` saved it, else as :data:`MACHINE` finds it here."""
+    return (plain.get("run") or {}).get(key) or MACHINE[key](plain)
+
+
 def counts(section: str, key: str, value, values: dict) -> bool:
-    """Whether ``section.key = value`` (``values``: the section) is part of the run's identity: not where
-    :data:`vitpos.checks.options.OPTIONS` says it does not define the run or its ``as_before`` names the value
-    (so older folders are found again); never an encoding's ``module`` (its code counts: :func:`plugin_source`).
-    Other keys: as :mod:`vitpos.run.hashed_keys` and :func:`new_key_matters` say; a data key at null counts
-    only where that data set's file held it (``DATA_SET_KEYS``: shapes gained ``train_subset`` at null)."""
+    """Whether ``section.key = value`` (``values``: the section) is part of the run's identity: not where its rule
+    says it does not define the run or names the value ``as_before`` (older folders are found again), nor an
+    encoding's ``module`` (its code counts); else as :mod:`vitpos.run.hashed_keys` and :func:`new_key_matters` say."""
     spec = OPTIONS.get(f"{section}.{key}")
     if (spec is not None and not spec.defines) or (section, key) == ("encoding", "module"):
         return False
@@ -88,9 +96,8 @@ def counts(section: str, key: str, value, values: dict) -> bool:
 
 
 def new_key_matters(encoding: dict, key: str, value) -> bool:
-    """Whether an encoding option not in :mod:`vitpos.run.hashed_keys` counts: not when null or at its
-    ``__init__`` default (``strategy``: the class's first), so adding an option keeps earlier folders and
-    a new encoding's folder does not depend on which defaults its config file spells out."""
+    """Whether an encoding option not in :mod:`vitpos.run.hashed_keys` counts: not null nor at its default, so
+    adding an option keeps earlier folders, whichever defaults a config file spells out."""
     if value is None:
         return False
     try:
@@ -103,8 +110,7 @@ def new_key_matters(encoding: dict, key: str, value) -> bool:
 
 
 def plugin_source(encoding: dict) -> str | None:
-    """The source digest of a plug-in encoding (:func:`vitpos.encodings.plugins.source_digest`); None for a
-    built-in, or for a plug-in that cannot be loaded here (the check refuses such a run)."""
+    """The source digest of a plug-in encoding; None for a built-in, or one that cannot be loaded (refused)."""
     if encoding.get("module"):  # the file the command names, read without importing it again
         try:
             return module_digest(str(encoding["module"]))
@@ -118,8 +124,7 @@ def plugin_source(encoding: dict) -> str | None:
 
 
 def canonical_strategy(name, strategy):
-    """``strategy`` with an alias (``linear``) resolved to the strategy it names (``interpolate``): one run,
-    one folder. Anything else (an unknown encoding, no strategy) comes back as it is: the check refuses it."""
+    """``strategy`` with an alias (``linear``) resolved to the strategy it names (``interpolate``): one folder."""
     try:
         return get_encoding_class(str(name)).strategy_aliases.get(strategy, strategy)
     except (KeyError, TypeError):  # an unknown encoding; a strategy that is no name
@@ -127,29 +132,19 @@ def canonical_strategy(name, strategy):
 
 
 def record(cfg: DictConfig) -> None:
-    """Record in ``cfg.run`` what :func:`identity` reads from this machine, so the saved config
-    (``hparams.yaml``, every checkpoint) names the run anywhere: ``data_fingerprint`` (null for generated
-    data), ``precision``, ``machine``, ``encoding_source`` and ``checkpoint_digest``. Recorded values stay."""
+    """Record in ``cfg.run`` what :func:`identity` reads from this machine (:data:`MACHINE`), so the saved config
+    (``hparams.yaml``, every checkpoint) names the run anywhere. Recorded values stay; ``checkpoint_digest`` only
+    with a ``model.checkpoint``, so every other run's config stays as it was."""
     plain = OmegaConf.to_container(cfg, resolve=True)
-    trainer = plain.get("trainer") or {}
-    found = {
-        "data_fingerprint": data_fingerprint(plain.get("data") or {}),
-        "precision": trainer_precision(trainer),  # as the hash always saw it (an int stays an int)
-        "machine": machine_kind(trainer.get("accelerator", "auto")),
-        "encoding_source": plugin_source(plain.get("encoding") or {}),
-    }
     weights = (plain.get("model") or {}).get("checkpoint")
-    if weights is not None:  # only here, so every other run's config stays as it was
-        found["checkpoint_digest"] = checkpoint_digest(weights)
     with open_dict(cfg):
-        for key, value in found.items():
-            if cfg.run.get(key) is None:
-                cfg.run[key] = value
+        for key in MACHINE:
+            if cfg.run.get(key) is None and (key != "checkpoint_digest" or weights is not None):
+                cfg.run[key] = MACHINE[key](plain)
 
 
 def checkpoint_digest(path) -> str | None:
-    """12 hex digits of the content of ``model.checkpoint``'s file, or None where it is missing. The content
-    defines the run: new weights over the same file are a new run, the same file moved is the same run."""
+    """12 hex digits of ``model.checkpoint``'s content (new weights: a new run; the file moved: the same), or None."""
     file = Path(str(path)).expanduser()
     try:
         stat = file.stat()
@@ -175,10 +170,9 @@ def _compact_sizes(data: dict) -> dict:
     """``data``'s image sizes as :func:`vitpos.sizes.compact` writes them: [32, 32] is the run 32 is, else "HxW"."""
 
     def one(value):
-        try:
+        with suppress(ValueError):
             return compact(value)
-        except ValueError:
-            return value
+        return value
 
     out = {**data, **{key: one(data[key]) for key in ("img_size", "native_size") if data.get(key) is not None}}
     if isinstance(data.get("train_sizes"), list):
@@ -205,8 +199,7 @@ def run_label(cfg: DictConfig) -> str:
 
 
 def model_name(cfg: DictConfig) -> str:
-    """``run.model`` (set by ``train.py``), else the model option whose schema (:mod:`vitpos.config.model`) has
-    ``cfg.model``'s values, else ``custom``."""
+    """``run.model`` (set by ``train.py``), else the model option whose defaults ``cfg.model`` has, else ``custom``."""
     if cfg.run.get("model"):
         return str(cfg.run.model)
     model = OmegaConf.to_container(cfg.model, resolve=True)
@@ -227,11 +220,9 @@ TEST_SUBSET = ImageEval.test_subset
 def next_commands(
     folder: Path, task: str, best: str | Path | None = None, module: str | None = None, test_subset=TEST_SUBSET
 ) -> str:
-    """What to run next to look at the run in ``folder``, printed at the end of training, each word
-    shell-quoted (a path with a space or a quote pastes as one word).
-
-    The tools get ``best`` (the checkpoint ``test/acc`` scored; ``last.ckpt`` may differ) so their numbers
-    match the printed ones; a non-default ``test_subset`` is spelled out, though extrapolation reads the run's own."""
+    """What to run next to look at the run in ``folder``, each word shell-quoted. The tools get ``best`` (the
+    checkpoint ``test/acc`` scored) so their numbers match the printed ones; a non-default ``test_subset`` is spelled
+    out."""
     runs, group = (folder.parents[i] if len(folder.parents) > i else folder.parent for i in (3, 2))
     ckpt = Path(best) if best else folder / "checkpoints" / "last.ckpt"
     if ckpt.is_absolute() and not folder.is_absolute() and ckpt.is_relative_to(Path.cwd()):

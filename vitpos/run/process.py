@@ -1,8 +1,7 @@
 """Other processes on this machine, as the run lock and the sweep's stop see them.
 
-Read from ``/proc`` (Linux); elsewhere a process is alive when ``os.kill(pid, 0)`` says so, its start
-time is unknown and it has no children that can be found. A zombie is not alive, and a live process
-whose start time differs from the one recorded with a lock is not the holder: its id was reused.
+Read from ``/proc`` (Linux; elsewhere ``os.kill(pid, 0)`` alone). A zombie is not alive, and a process whose start
+time differs from the one recorded with a lock is not the holder: its id was reused.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ GONE = ("Z", "X")  # zombie or dead: gone, only not yet reaped
 
 
 def stat_fields(pid: int) -> list[str] | None:
-    """``/proc/<pid>/stat`` from its third field (the state) on, or None when unreadable; split after the
-    command name's ``)``, as that name may hold spaces."""
+    """``/proc/<pid>/stat`` from its third field (the state) on, split after the command name's ``)``; or None."""
     try:
         text = (PROC / str(pid) / "stat").read_text()
     except OSError:

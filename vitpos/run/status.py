@@ -1,10 +1,7 @@
 """``metrics.json`` in a run folder: how the run ended, written atomically.
 
-``{"status": "complete" | "diverged", "metrics": {name: value}, ...}``. ``complete`` is written as a
-run's very last step, so rerunning the same command prints these metrics instead of training again.
-``diverged`` records the divergence guard's message (``reason``); ``vitpos.compare`` lists such runs
-(TensorBoard also gets the scalar ``run/diverged`` = 1). :func:`format_metrics` prints the metrics, at the
-end of a run and when the same command finds it finished.
+``{"status": "complete" | "diverged", "metrics": {name: value}, ...}``. ``complete`` is a run's very last step, so
+rerunning the command prints these metrics instead of training again; ``diverged`` records the guard's ``reason``.
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ def read_status(folder: Path) -> dict | None:
 
 
 def best_checkpoint(folder: Path, status: dict | None) -> Path | None:
-    """The checkpoint ``test/acc`` scored, stored relative to the run folder so a moved run still finds it
-    (an absolute path, as older runs stored, stays as is)."""
+    """The checkpoint ``test/acc`` scored, stored relative to the run folder (older runs: absolute)."""
     stored = (status or {}).get("best_checkpoint")
     return Path(folder) / stored if stored else None
 

@@ -1,10 +1,9 @@
 """Sweeps (``python train.py -m ...``) that report every job and survive a failed one.
 
-A failed job writes its one-line error to ``<job folder>/error.log`` (a finished one ``outcome.txt``), which
-``python -m vitpos.compare multirun=...`` lists, and the sweep goes on; :class:`SweepReport` (``hydra.callbacks``)
-prints a line per job start and end and a summary, and ``train.py`` exits 1 if a job failed. Bad options fail no job:
-the ``vitpos`` sweeper refuses the whole sweep first (:func:`refuse`). :func:`image_encodings` derives what a full
-comparison sweeps from the registry, so a new encoding joins every comparison without a list to edit.
+A failed job writes its one-line error to ``<job folder>/error.log`` (a finished one ``outcome.txt``) and the sweep
+goes on; :class:`SweepReport` prints a line per job start and end and a summary, and ``train.py`` exits 1 if a job
+failed. Bad options fail no job: the sweep is refused first (:func:`refuse`). :func:`image_encodings` derives a full
+comparison from the registry, so a new encoding joins it without a list to edit.
 """
 
 from __future__ import annotations
@@ -64,8 +63,7 @@ def job_config(sweep_config: DictConfig) -> DictConfig:
     return cfg
 
 
-#: Hydra's own switch: set, Hydra raises a config it cannot compose (train.py words it in one line, exit 2) instead of
-#: printing many lines and exiting 1. Unset once the config composed, so a job's crash is reported as Hydra reports it.
+#: set, Hydra raises a config it cannot compose (train.py words it in one line, exit 2); unset once composed
 FULL_ERROR = "HYDRA_FULL_ERROR"
 _raising = False  # raise_composition_errors set FULL_ERROR and the config has not composed yet
 
@@ -92,8 +90,7 @@ def composed() -> None:
 
 
 def refuse(err: BaseException) -> NoReturn:
-    """Refuse the command: ``error: ...``, exit 2 (the input was wrong, not the program), as a ``SystemExit`` that
-    Hydra passes on without its own report."""
+    """Refuse the command: ``error: ...``, exit 2, as a ``SystemExit`` Hydra passes on without its own report."""
     signals.uninstall()
     _failed.clear()
     print(f"error: {err}", file=sys.stderr)

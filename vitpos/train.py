@@ -103,15 +103,16 @@ def fit(cfg: DictConfig, plan: RunPlan) -> dict[str, float]:
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=plan.resume, weights_only=True)
-    except BaseException as err:
-        if not isinstance(err, DivergenceError):
-            if last is not None and last.interrupted is not None and trainer.is_global_zero:
-                print(last.interrupted_message(trainer.current_epoch), flush=True)
-        elif trainer.is_global_zero:
+    except DivergenceError as err:
+        if trainer.is_global_zero:
             logger.experiment.add_scalar("run/diverged", 1.0, trainer.global_step)
             logger.experiment.add_text("run/status", f"diverged: {err}", trainer.global_step)
             logger.finalize("failed")
             write_status(out, "diverged", reason=str(err), epoch=trainer.current_epoch, step=trainer.global_step)
+        raise
+    except BaseException:  # Ctrl-C, SIGTERM, a crash: say which epoch the next run continues from
+        if last is not None and last.interrupted is not None and trainer.is_global_zero:
+            print(last.interrupted_message(trainer.current_epoch), flush=True)
         raise
     fit_seconds = timer.time_elapsed("train")  # now: loading the best checkpoint for testing reloads the timer too
     return test_and_report(cfg, plan, trainer, module, datamodule, checkpoint, fit_seconds)

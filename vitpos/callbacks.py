@@ -134,14 +134,13 @@ class LastCheckpoint(Checkpoint):
 
     On SIGINT/SIGTERM nothing is written over it: ``last.ckpt`` stays the end
     of the last finished epoch, the point from which a rerun continues exactly
-    (a mid-epoch state could not be replayed bit for bit, see EpochSeed).
+    (a mid-epoch state could not be replayed bit for bit, see EpochSeed); rank 0 says so in one line.
     """
 
     def __init__(self, path):
         from pathlib import Path
 
         self.path = Path(path)
-        self.interrupted: BaseException | None = None
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run:
@@ -154,8 +153,9 @@ class LastCheckpoint(Checkpoint):
             trainer.save_checkpoint(tmp, weights_only=False)
 
     def on_exception(self, trainer: L.Trainer, module: L.LightningModule, exception: BaseException) -> None:
-        if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # SIGINT; SIGTERM (Lightning's SIGTERMException)
-            self.interrupted = exception
+        """SIGINT, or SIGTERM (Lightning's SIGTERMException): say which epoch a rerun continues from."""
+        if isinstance(exception, (KeyboardInterrupt, SystemExit)) and trainer.is_global_zero:
+            print(self.interrupted_message(trainer.current_epoch), flush=True)
 
     def interrupted_message(self, epoch: int) -> str:
         """The line a stopped run prints; ``epoch`` is Lightning's 0-based ``current_epoch``, and the

@@ -85,7 +85,7 @@ def fit(cfg: DictConfig, plan: RunPlan) -> dict[str, float]:
     timer = Timer()  # fit wall time, kept in last.ckpt: a resumed run adds to what the checkpoint says
     guard = DivergenceGuard(divergence_hint(cfg), int(cfg.trainer.log_every_n_steps or 20))
     callbacks = [LearningRateMonitor(logging_interval="step"), timer, EpochSeed(cfg.seed), guard]  # seed: exact resume
-    checkpoint = last = None
+    checkpoint = None
     if not fast:  # best by val/acc; save_last=False: LastCheckpoint writes last.ckpt every epoch, not on improvement
         checkpoint = BestCheckpoint(  # best-epoch<NNN>.ckpt, NNN counted from 1
             dirpath=str(out / "checkpoints"),
@@ -95,8 +95,7 @@ def fit(cfg: DictConfig, plan: RunPlan) -> dict[str, float]:
             save_last=False,
             auto_insert_metric_name=False,
         )
-        last = LastCheckpoint(out / "checkpoints" / "last.ckpt")
-        callbacks += [checkpoint, last]
+        callbacks += [checkpoint, LastCheckpoint(out / "checkpoints" / "last.ckpt")]  # says where Ctrl-C left it
     if cfg.task.pictures:
         callbacks.append(PicturesCallback(cfg.task.pictures_every_n_epochs))
     callbacks.append(bar)  # last: callbacks run in list order, so the epoch's line follows the others' work
@@ -109,10 +108,6 @@ def fit(cfg: DictConfig, plan: RunPlan) -> dict[str, float]:
             logger.experiment.add_text("run/status", f"diverged: {err}", trainer.global_step)
             logger.finalize("failed")
             write_status(out, "diverged", reason=str(err), epoch=trainer.current_epoch, step=trainer.global_step)
-        raise
-    except BaseException:  # Ctrl-C, SIGTERM, a crash: say which epoch the next run continues from
-        if last is not None and last.interrupted is not None and trainer.is_global_zero:
-            print(last.interrupted_message(trainer.current_epoch), flush=True)
         raise
     fit_seconds = timer.time_elapsed("train")  # now: loading the best checkpoint for testing reloads the timer too
     return test_and_report(cfg, plan, trainer, module, datamodule, checkpoint, fit_seconds)

@@ -34,10 +34,10 @@ def validate(cfg, plugins: bool = True) -> None:
     options.check_run_root(plain["run"].get("root"))
     options.check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
     options.check_trainer_values(plain["trainer"])
-    data_module = data.check_data(plain, image)  # nothing loaded: the network's classes and tokens
+    options.check_threads(plain.get("threads", "auto"))
+    data_module, counts = data.check_data(plain, image)  # nothing loaded: the network's classes and tokens
     plain["model"] = model.check_model(plain, image, timm, data_module, plugins)  # model=timm: geometry from timm
-    resolutions = data.check_evaluation(plain, image)
-    options.check_threads(plain.get("threads", "auto"))  # last: the one rule that lives in vitpos.runtime
+    resolutions = data.check_evaluation(plain, image, counts)
     if image and isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == data.AUTO:
         with read_write(cfg), open_dict(cfg):
             cfg.eval.resolutions = resolutions

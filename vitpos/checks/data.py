@@ -1,8 +1,6 @@
-"""The data half of the config check: ``data.root``, the run's data module built as training builds it (nothing
-loaded; its constructor refuses the options it owns) and the images counted on disk against the splits; after the
-network, what needs the model's patch or the memory free now: the sizes the network meets besides its training
-size and the memory of each evaluation (:mod:`vitpos.eval_memory`, the rule ``python -m vitpos.extrapolate``
-applies too), so an evaluation at 4096 px is refused before training, not hours in.
+"""The data half of the config check: the data module built as training builds it (nothing loaded) and the
+images counted on disk; after the network, the sizes it meets besides its training size and the memory of each
+evaluation (:mod:`vitpos.eval_memory`), so an evaluation at 4096 px is refused before training, not hours in.
 """
 
 from __future__ import annotations
@@ -20,9 +18,8 @@ AUTO = "auto"
 
 
 def check_data(c: dict, image: bool):
-    """``data.root`` (a folder; with ``data.format=imagefolder``, one holding ``train/`` and ``test/``), the data
-    module (:func:`vitpos.data.make_datamodule`: its constructor refuses an unknown key and its own rules), then
-    the image counts against the splits (:func:`vitpos.data.options.check_split`). Returns the module and the
+    """``data.root`` (with ``data.format=imagefolder``, a folder of ``train/`` and ``test/``), the data module
+    (its constructor refuses its options), then the image counts against the splits. Returns the module and the
     counts (None: a sequence task, or CIFAR-10 not downloaded yet)."""
     from vitpos.data import make_datamodule
 

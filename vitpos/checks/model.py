@@ -1,9 +1,6 @@
-"""The model half of the config check: the run's network built as training builds it (its memory counted first
-on ``meta``) and one training-size example run through it, so the model's and the encoding's constructors own
-their rules; what checks here is what no constructor can do: an unknown encoding name, a plug-in's module and
-hooks, a refusal turned into the one line that names the option at fault. ``model=timm``: the geometry, the
-encoding and ``model.checkpoint`` are checked by :mod:`vitpos.integrations.timm_weights`, whose rules the task
-loads the model with. torch is imported inside the functions.
+"""The model half of the config check: the run's network built as training builds it, so the constructors own
+their rules; here only what none can do: an unknown encoding, a plug-in's module and hooks, and a refusal worded
+as the one line naming the option at fault (``model=timm``: :mod:`vitpos.integrations.timm_weights`).
 """
 
 from __future__ import annotations
@@ -25,10 +22,8 @@ def encoding_names() -> str:
 
 
 def check_model(c: dict, image: bool, timm: bool, data_module, plugins: bool = True) -> dict:
-    """The encoding's name and class (:func:`encoding_class`), then the run's network built with it for
-    ``data_module``'s classes and tokens (``timm``: a timm model, asked once by the caller); returns
-    ``c["model"]``, a timm model's with its geometry filled in. ``plugins=False``: a plug-in's module is not
-    imported, so only its name and module are checked."""
+    """The encoding's class, then the run's network built with it for ``data_module``'s classes and tokens;
+    returns ``c["model"]`` (a timm model's with its geometry). ``plugins=False``: a plug-in is not imported."""
     from vitpos.encodings.plugins import check_hook_shapes, is_builtin
     from vitpos.integrations.timm_weights import check_timm, timm_geometry
 
@@ -77,9 +72,8 @@ def encoding_class(name, module, image: bool, plugins: bool):
 
 
 def refuse_network_error(c: dict, cls, err: Exception) -> None:
-    """The one line for an error of the network check (:func:`check_model`), blamed on the option whose value
-    caused it: one the class or the model refused (named by the class that owns it), an option value the class
-    could not read, else a width it cannot use, or (a plug-in) any error of its own code."""
+    """The one line for an error of the network check, blamed on the option that caused it: one the class or
+    the model refused, a value the class could not read, else a width it cannot use; a plug-in: its own code."""
     from vitpos.encodings import OptionError
     from vitpos.encodings.plugins import is_builtin
 
@@ -115,10 +109,9 @@ def default_of(cls, option: str) -> str:
 
 
 def check_network(c: dict, image: bool, data_module, name: str, options: dict):
-    """Build the run's network as training does (:func:`vitpos.models.network`) and run one training-size
-    example through it, so constructors and hooks refuse what they cannot take. Returns the encoding module.
-    First its parameters are counted on ``meta`` with one and two blocks (a network of tens of GB would fill
-    the machine in the check itself) and their training state held against the memory free now."""
+    """Build the run's network as training does and run one training-size example through it; returns the
+    encoding module. First its training state is held against the memory free now (counted on ``meta`` with
+    one and two blocks: a network of tens of GB would fill the machine in the check itself)."""
     import torch
 
     from vitpos.eval_memory import training_memory_problem
@@ -146,9 +139,8 @@ def check_network(c: dict, image: bool, data_module, name: str, options: dict):
 
 
 def check_plugin(name, module, load: bool = True) -> None:
-    """``encoding=plugin``: both ``encoding.module`` and ``encoding.name`` are given and the module imports
-    (a missing file or the plug-in's own error becomes one line). ``load=False``: only that both are
-    given and the module can be found, without importing it."""
+    """``encoding=plugin``: ``encoding.module`` and ``encoding.name`` given and the module imports (as one
+    line when it does not); ``load=False``: the module is found, not imported."""
     from vitpos.encodings.plugins import is_missing, load_module, module_digest
 
     if not module or not name:

@@ -19,6 +19,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from vitpos.errors import DivergenceError
 from vitpos.files import atomic_path, atomic_write_bytes
+from vitpos.run.status import write_status
 
 
 class PicturesCallback(L.Callback):
@@ -134,14 +135,13 @@ class LastCheckpoint(Checkpoint):
 
     On SIGINT/SIGTERM nothing is written over it: ``last.ckpt`` stays the end
     of the last finished epoch, the point from which a rerun continues exactly
-    (a mid-epoch state could not be replayed bit for bit, see EpochSeed).
+    (a mid-epoch state could not be replayed bit for bit, see EpochSeed); rank 0 says so in one line.
     """
 
     def __init__(self, path):
         from pathlib import Path
 
         self.path = Path(path)
-        self.interrupted: BaseException | None = None
 
     def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if trainer.sanity_checking or trainer.fast_dev_run:
@@ -154,8 +154,9 @@ class LastCheckpoint(Checkpoint):
             trainer.save_checkpoint(tmp, weights_only=False)
 
     def on_exception(self, trainer: L.Trainer, module: L.LightningModule, exception: BaseException) -> None:
-        if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # SIGINT; SIGTERM (Lightning's SIGTERMException)
-            self.interrupted = exception
+        """SIGINT, or SIGTERM (Lightning's SIGTERMException): say which epoch a rerun continues from."""
+        if isinstance(exception, (KeyboardInterrupt, SystemExit)) and trainer.is_global_zero:
+            print(self.interrupted_message(trainer.current_epoch), flush=True)
 
     def interrupted_message(self, epoch: int) -> str:
         """The line a stopped run prints; ``epoch`` is Lightning's 0-based ``current_epoch``, and the
@@ -188,8 +189,8 @@ class DivergenceGuard(L.Callback):
     CHANCE_MARGIN = 0.02
     CLEARLY_ABOVE = 0.25
 
-    def __init__(self, hint: str, every_n_steps: int = 20):
-        self.hint, self.every_n_steps = hint, max(int(every_n_steps), 1)
+    def __init__(self, hint: str, every_n_steps: int = 20, folder=None):
+        self.hint, self.every_n_steps, self.folder = hint, max(int(every_n_steps), 1), folder
         self._bad: torch.Tensor | None = None
         self.classes: int | None = None
         self.best_val_acc = 0.0
@@ -240,6 +241,19 @@ class DivergenceGuard(L.Callback):
         if self.best_val_acc >= chance + self.CLEARLY_ABOVE * (1 - chance) and acc <= chance + self.CHANCE_MARGIN:
             self._fail(f"val/acc fell to chance ({acc:.3f}, chance {chance:.3f}) from {self.best_val_acc:.3f}", trainer)
         self.best_val_acc = max(self.best_val_acc, acc)
+
+    def on_exception(self, trainer, module, exception: BaseException) -> None:
+        """A divergence, on rank 0: marked on the run's TensorBoard curves and, where the run has a ``folder``,
+        in its ``metrics.json`` (a rerun refuses it: :func:`vitpos.run.plan.decide`). Lightning then closes
+        the logger as failed."""
+        if not isinstance(exception, DivergenceError) or not trainer.is_global_zero:
+            return
+        if trainer.logger is not None:
+            trainer.logger.experiment.add_scalar("run/diverged", 1.0, trainer.global_step)
+            trainer.logger.experiment.add_text("run/status", f"diverged: {exception}", trainer.global_step)
+        if self.folder is not None:
+            epoch, step = trainer.current_epoch, trainer.global_step
+            write_status(self.folder, "diverged", reason=str(exception), epoch=epoch, step=step)
 
     def state_dict(self) -> dict:
         return {"best_val_acc": self.best_val_acc}

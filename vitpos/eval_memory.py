@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from vitpos.errors import UserError
-from vitpos.runtime import available_memory
+from vitpos.runtime import available_memory, uses_cuda
 from vitpos.sizes import as_hw, size_name, token_grid
 
 #: of the memory free now on the device, the part one evaluation may plan to use
@@ -122,3 +122,20 @@ def run_memory_problem(cfg: Mapping, kind: str, num_test: int | None) -> UserErr
         num_test = int(data["num_length_test"])
     sizes = [train, *((extra[0], size) for size in extra[1] or [])]
     return memory_problem(cfg, kind, sizes, num_test)
+
+
+def training_memory_problem(cfg: Mapping, params: int) -> UserError | None:
+    """The refusal of a network of ``params`` parameters whose training state does not fit in the memory free
+    now, before it is built: weights, gradients and AdamW's two moments at 4 bytes each, and the EMA copy, on
+    the CPU; the weights alone where a GPU trains (they are built on the CPU first). None when it fits."""
+    gpu = uses_cuda(cfg["trainer"]["accelerator"])
+    per_param = FLOAT32 if gpu else 4 * FLOAT32 + FLOAT32 * bool((cfg.get("task") or {}).get("ema_decay"))
+    need, free = params * per_param, available_memory()
+    if need <= MEMORY_FRACTION * free:
+        return None
+    return UserError(
+        "model",
+        f"{params:,} parameters need about {need / GIB:.1f} GiB to train here, more than "
+        f"{MEMORY_FRACTION:.0%} of the {free / GIB:.1f} GiB free",
+        "a smaller model.dim, model.depth, data.vocab_size or data.num_classes",
+    )

@@ -1,9 +1,6 @@
-"""``train(cfg)``: one training run from a composed config (what ``train.py`` calls).
-
-The path (docs/architecture.md draws it): check the config (``vitpos.validate``), claim the run folder
-(``vitpos.run``: identity, lock, resume), build task and data (``vitpos.tasks.build``), fit (best by ``val/acc``,
-``last.ckpt`` every epoch), test the best checkpoint, evaluate beyond the training size (``vitpos.extrapolate``),
-log to TensorBoard and write ``metrics.json``.
+"""``train(cfg)``: one training run from a composed config (what ``train.py`` calls). The path (drawn in
+docs/architecture.md): check the config, claim the run folder, build task and data, fit, test the best
+checkpoint, evaluate beyond the training size, log to TensorBoard and write ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -29,7 +26,6 @@ from vitpos.callbacks import (
 )
 from vitpos.cli.console import device_line, progress_bar, quiet_console, shows_bar, summary_line
 from vitpos.encodings.plugins import load_named
-from vitpos.errors import DivergenceError
 from vitpos.extrapolate import evaluate_module
 from vitpos.metrics import metric_name, parse_metric
 from vitpos.run.identity import next_commands
@@ -44,11 +40,9 @@ log = logging.getLogger("vitpos")
 
 
 def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
-    """Train, test and evaluate one configuration; returns every final metric.
-
-    Bad input raises :class:`vitpos.errors.InputError` before anything is written (a refused resume: before
-    training starts); :func:`vitpos.run.folder.claim` removes a failed run's new folder unless it holds a
-    checkpoint. ``checked``: the caller (``train.py``) already ran :func:`vitpos.validate.validate` on ``cfg``."""
+    """Train, test and evaluate one configuration; returns every final metric. Bad input raises
+    :class:`vitpos.errors.InputError` before anything is written. ``checked``: the caller already ran
+    :func:`vitpos.validate.validate` on ``cfg``."""
     if not checked:
         validate(cfg)  # the one check of the config, before any folder, logger or data
     quiet_console(side_by_side=launcher_workers() > 1)  # a joblib sweep: jobs share a terminal (submitit's: a log each)
@@ -68,6 +62,22 @@ def train(cfg: DictConfig, checked: bool = False) -> dict[str, float]:
 def fit(cfg: DictConfig, plan: RunPlan) -> dict[str, float]:
     """:func:`train` inside its claimed run folder, from the start or from ``plan.resume``."""
     out, fast = plan.folder, bool(cfg.trainer.fast_dev_run)
+    timer = Timer()  # fit wall time, kept in last.ckpt: a resumed run adds to what the checkpoint says
+    guard = DivergenceGuard(divergence_hint(cfg), int(cfg.trainer.log_every_n_steps or 20), out)  # and its status
+    callbacks = [LearningRateMonitor(logging_interval="step"), timer, EpochSeed(cfg.seed), guard]  # seed: exact resume
+    checkpoint = None
+    if not fast:  # best by val/acc; save_last=False: LastCheckpoint writes last.ckpt every epoch, not on improvement
+        checkpoint = BestCheckpoint(  # best-epoch<NNN>.ckpt, NNN counted from 1
+            dirpath=str(out / "checkpoints"),
+            filename="best-epoch{epoch:03d}",
+            monitor="val/acc",
+            mode="max",
+            save_last=False,
+            auto_insert_metric_name=False,
+        )
+        callbacks += [checkpoint, LastCheckpoint(out / "checkpoints" / "last.ckpt")]  # says where Ctrl-C left it
+    if cfg.task.pictures:
+        callbacks.append(PicturesCallback(cfg.task.pictures_every_n_epochs))
     module, datamodule = build(cfg)
     plan.check_fits(module)  # a size mismatch as one line, before a logger writes a file
     trainer_opts = OmegaConf.to_container(cfg.trainer, resolve=True)
@@ -78,52 +88,20 @@ def fit(cfg: DictConfig, plan: RunPlan) -> dict[str, float]:
         log.info(summary_line(module))  # one line instead of Lightning's table
     trainer_opts["enable_progress_bar"] = shows_bar(trainer_opts["enable_progress_bar"])
     bar = progress_bar(plan.name) if trainer_opts["enable_progress_bar"] else EpochLine(plan.name)  # or a line each
+    callbacks.append(bar)  # last: callbacks run in list order, so the epoch's line follows the others' work
     trainer_opts["use_distributed_sampler"] = False  # the datamodules shard DDP evaluation unpadded: exact metrics
     trainer_opts.setdefault("plugins", []).append(AtomicCheckpointIO())  # checkpoints written beside, renamed in
     logger_opts = OmegaConf.to_container(cfg.logger, resolve=True)
     logger = RunLogger(save_dir=str(out.parent.parent), name=out.parent.name, version=out.name, **logger_opts)
-    timer = Timer()  # fit wall time, kept in last.ckpt: a resumed run adds to what the checkpoint says
-    guard = DivergenceGuard(divergence_hint(cfg), int(cfg.trainer.log_every_n_steps or 20))
-    callbacks = [LearningRateMonitor(logging_interval="step"), timer, EpochSeed(cfg.seed), guard]  # seed: exact resume
-    checkpoint = last = None
-    if not fast:  # best by val/acc; save_last=False: LastCheckpoint writes last.ckpt every epoch, not on improvement
-        checkpoint = BestCheckpoint(  # best-epoch<NNN>.ckpt, NNN counted from 1
-            dirpath=str(out / "checkpoints"),
-            filename="best-epoch{epoch:03d}",
-            monitor="val/acc",
-            mode="max",
-            save_last=False,
-            auto_insert_metric_name=False,
-        )
-        last = LastCheckpoint(out / "checkpoints" / "last.ckpt")
-        callbacks += [checkpoint, last]
-    if cfg.task.pictures:
-        callbacks.append(PicturesCallback(cfg.task.pictures_every_n_epochs))
-    callbacks.append(bar)  # last: callbacks run in list order, so the epoch's line follows the others' work
     trainer = L.Trainer(logger=logger, callbacks=callbacks, **trainer_opts)
-    try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=plan.resume, weights_only=True)
-    except DivergenceError as err:
-        if trainer.is_global_zero:
-            logger.experiment.add_scalar("run/diverged", 1.0, trainer.global_step)
-            logger.experiment.add_text("run/status", f"diverged: {err}", trainer.global_step)
-            logger.finalize("failed")
-            write_status(out, "diverged", reason=str(err), epoch=trainer.current_epoch, step=trainer.global_step)
-        raise
-    except BaseException:  # Ctrl-C, SIGTERM, a crash: say which epoch the next run continues from
-        if last is not None and last.interrupted is not None and trainer.is_global_zero:
-            print(last.interrupted_message(trainer.current_epoch), flush=True)
-        raise
+    trainer.fit(module, datamodule=datamodule, ckpt_path=plan.resume, weights_only=True)
     fit_seconds = timer.time_elapsed("train")  # now: loading the best checkpoint for testing reloads the timer too
     return test_and_report(cfg, plan, trainer, module, datamodule, checkpoint, fit_seconds)
 
 
 class RunLogger(TensorBoardLogger):
-    """Lightning's TensorBoard logger with only curves on SCALARS, so the page opens on ``train/`` and ``val/``.
-
-    Left out: ``epoch`` (an x-axis option) and the single-point ``test/*`` and ``time/*`` numbers, which
-    TensorBoard, sorting alphabetically, would list first; they go to the TEXT table ``test/final``
-    (reports read them from ``metrics.json``)."""
+    """Lightning's TensorBoard logger with only curves on SCALARS, so the page opens on ``train/`` and ``val/``:
+    ``epoch`` and the single-point ``test/*`` and ``time/*`` numbers go to the TEXT table ``test/final``."""
 
     _naming_columns = False
 
@@ -189,24 +167,23 @@ def test_and_report(cfg, plan: RunPlan, trainer, module, datamodule, checkpoint,
     # the HPARAMS metric columns, named here; values: the curves at their last value (compared on validation, not test)
     logger.log_hyperparams(hparams, dict.fromkeys(("val/acc", "val/loss", "train/loss"), 0.0))
     logger.finalize("success")
-    if not fast:
-        if trainer.world_size == 1:  # one process saw every test image (DDP ranks: a shard each)
-            save_predictions(out, predictions)
-        done = {"max_epochs": cfg.trainer.get("max_epochs"), "epochs": trainer.current_epoch}
-        write_status(out, "complete", metrics, **done, best_checkpoint=relative_to_run(out, best))  # the last write
     if launcher_workers() == 1:  # joblib's side by side: the sweep's end line per job says it (vitpos/run/sweep.py)
         print(format_metrics(metrics, out))
         subset = (cfg.get("eval") or {}).get("test_subset")
         print(next_commands(out, str(cfg.task.name), best, cfg.encoding.get("module"), subset))
+    if not fast:
+        if trainer.world_size == 1:  # one process saw every test image (DDP ranks: a shard each)
+            save_predictions(out, predictions)
+        done = {"max_epochs": cfg.trainer.get("max_epochs"), "epochs": trainer.current_epoch}
+        done["best_checkpoint"] = relative_to_run(out, best)
+        write_status(out, "complete", metrics, **done)  # the last write: the run is complete once this is there
     return metrics
 
 
 def unmeasured_note(plan: RunPlan, eval_cfg) -> str | None:
-    """One line naming the sizes asked for (``eval.resolutions`` / ``eval.lengths``) that the finished run of
-    ``plan`` never measured, with the ``python -m vitpos.extrapolate`` command that measures them.
-
-    Not evaluated here: eval options are not part of a run's identity, so ``metrics.json`` stays the record
-    of what the training run measured, not of what later commands asked."""
+    """One line naming the sizes ``eval.resolutions`` / ``eval.lengths`` ask for that the finished run never
+    measured, with the command that measures them (not evaluated here: ``metrics.json`` stays the record of
+    what the training run measured, as eval options are no part of a run's identity)."""
     option = "lengths" if plan.kind == "len" else "resolutions"
     scores = filter(None, map(parse_metric, plan.finished))  # at the default strategy, native or upsampled
     measured = {m.size for m in scores if (m.stat, m.kind, m.strategy) == ("acc", plan.kind, None)}

@@ -1,9 +1,7 @@
-"""The one check of a composed config, run first in :func:`vitpos.train.train`, before any run folder exists.
-
-:func:`validate` raises :class:`UserError`, printed as ``error: <option>: <what> (<fix>)`` with exit code 2
-and no traceback (``vitpos.cli.run_main``); the checks live in :mod:`vitpos.checks`. ``eval.resolutions=auto``
-depends on the patch size (a timm model's comes from timm), so it is filled into ``cfg`` here: the run tests
-those sizes and its saved config (``hparams.yaml``, checkpoints) names them.
+"""The one check of a composed config, run first in :func:`vitpos.train.train`, before any run folder exists:
+a :class:`UserError` is printed as ``error: <option>: <what> (<fix>)``, exit code 2 (``vitpos.cli.run_main``).
+``eval.resolutions=auto`` depends on the patch size (a timm model's comes from timm), so it is filled into
+``cfg`` here: the run's saved config (``hparams.yaml``, checkpoints) names the sizes it tests.
 """
 
 from __future__ import annotations
@@ -19,12 +17,10 @@ from vitpos.integrations import is_timm
 
 
 def validate(cfg, plugins: bool = True) -> None:
-    """Raise :class:`UserError` for the first problem in ``cfg``, then fill in ``eval.resolutions=auto``
-    (a list given stays as written). The plain options first (no torch), then the data module and the
-    network built as training builds them, whose constructors refuse what they cannot take, then what no
-    constructor can know (the sizes beyond training, the image counts, the memory). ``plugins=False``: import
-    no module the config names in ``encoding.module`` (a config read off disk, e.g. by ``vitpos.compare``: code
-    runs only when the command names it), so a plug-in encoding's options and network go unchecked."""
+    """Raise :class:`UserError` for the first problem in ``cfg``, then fill in ``eval.resolutions=auto``. The
+    plain options first, then the data module and the network built as training builds them, then what no
+    constructor can know. ``plugins=False``: import no ``encoding.module`` (a config read off disk, e.g. by
+    ``vitpos.compare``), so a plug-in encoding's options and network go unchecked."""
     plain = resolved(cfg)
     timm = isinstance(plain.get("model"), dict) and is_timm(plain["model"])  # asked once, handed on
     image = options.check_task(plain.get("task"))
@@ -34,10 +30,10 @@ def validate(cfg, plugins: bool = True) -> None:
     options.check_run_root(plain["run"].get("root"))
     options.check_trainer_keys(plain["trainer"])  # imports Lightning: after the checks that need nothing heavy
     options.check_trainer_values(plain["trainer"])
-    data_module = data.check_data(plain, image)  # nothing loaded: the network's classes and tokens
+    options.check_threads(plain.get("threads", "auto"))  # imports only vitpos.runtime
+    data_module, counts = data.check_data(plain, image)  # nothing loaded: the network's classes and tokens
     plain["model"] = model.check_model(plain, image, timm, data_module, plugins)  # model=timm: geometry from timm
-    resolutions = data.check_evaluation(plain, image)
-    options.check_threads(plain.get("threads", "auto"))  # last: the one rule that lives in vitpos.runtime
+    resolutions = data.check_evaluation(plain, image, counts)
     if image and isinstance(cfg, DictConfig) and OmegaConf.select(cfg, "eval.resolutions") == data.AUTO:
         with read_write(cfg), open_dict(cfg):
             cfg.eval.resolutions = resolutions

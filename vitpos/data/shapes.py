@@ -128,6 +128,19 @@ def check_drawable(size: HW, img_size: HW, cell: int, option: str = "eval.resolu
     )
 
 
+def drawn(sizes: dict[str, HW], img_size: HW, cell: int, patch: int, refuse: bool) -> list[str]:
+    """The options of ``sizes`` (option -> ``(h, w)``) whose size the layout of ``data.img_size`` can be drawn at
+    (:func:`can_draw`); ``refuse``: the first it cannot is refused instead (:func:`check_drawable`, whose fix is
+    sizes that ``patch`` tiles too). ``eval.resolutions=auto`` drops the others, a list given is refused."""
+    kept = []
+    for option, size in sizes.items():
+        if can_draw(size, img_size, cell):
+            kept.append(option)
+        elif refuse:
+            check_drawable(size, img_size, cell, option, patch)
+    return kept
+
+
 def make_shapes(num: int, img_size=32, cell: int = 4, seed: int = 0, size=None) -> tuple[torch.Tensor, torch.Tensor]:
     """(num, 3, H, W) uint8 images and (num,) labels in [0, 4); (H, W) = ``size`` or ``img_size``
     (each a side or an ``[h, w]`` pair).

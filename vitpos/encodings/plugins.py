@@ -30,6 +30,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import math
 import pkgutil
 import sys
 from pathlib import Path
@@ -144,3 +145,37 @@ def load_named(encoding: dict) -> None:
     spec = (encoding or {}).get("module")
     if spec:
         load_module(str(spec))
+
+
+def check_hook_shapes(pe) -> None:
+    """Each hook of the encoding ``pe`` (built for the run's network) keeps the shape it is given on the
+    training grid and gives finite values: a plug-in that drops or adds a token would train on shifted
+    positions without a word, and one that gives nan would be blamed on ``optim.lr`` by the divergence guard.
+    Raises :class:`ValueError` naming the hook (the config check words it as one line)."""
+    import torch
+
+    ctx, grid = pe.ctx, pe.train_grid
+    n, p = math.prod(grid), pe.num_prefix_tokens
+    tokens, full = (1, n, ctx.dim), (1, p + n, ctx.dim)  # (B, N, D), (B, P + N, D)
+    qk = (1, ctx.num_heads, p + n, ctx.head_dim)  # (B, H, P + N, Dh)
+    with torch.no_grad():
+        found = {
+            "add_to_tokens": [(pe.add_to_tokens(torch.zeros(tokens), grid), tokens)],
+            "after_block": [(pe.after_block(torch.zeros(full), grid, 0), full)],
+            "rotate_qk": [(t, qk) for t in pe.rotate_qk(torch.zeros(qk), torch.zeros(qk), grid, 0)],
+        }
+        bias = pe.attention_bias(grid, 0, torch.device("cpu"), torch.float32)
+    if bias is not None:
+        found["attention_bias"] = [(bias, (*bias.shape[:-2], p + n, p + n))]
+    for hook, pairs in found.items():
+        for out, expected in pairs:
+            if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(expected):
+                shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+                raise ValueError(f"{hook} returned {shape} where {tuple(expected)} was expected "
+                                 "(a hook keeps the shape it is given: a token dropped or added shifts every "
+                                 "position after it)")  # fmt: skip
+            if hook != "attention_bias" and not bool(torch.isfinite(out).all()):  # a bias may mask with -inf
+                raise ValueError(f"{hook} returned nan or inf before any training step (the loss would be nan "
+                                 "from the first batch, which no optim.lr fixes)")  # fmt: skip
+            if hook == "attention_bias" and bool(torch.isnan(out).any()):
+                raise ValueError("attention_bias returned nan before any training step")

@@ -12,6 +12,8 @@ is written) and the task (``vitpos/tasks/classification.py``, when it builds the
   one line (:meth:`CheckpointPlan.line`), never dropped silently;
 - the geometry the other checks read (:func:`geometry`): patch size, width, heads, depth and
   prefix tokens come from the timm model itself, not from the config.
+
+The config check of ``model=timm`` is here too: :func:`timm_geometry`, then :func:`check_timm`.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import torch
 from timm.models import clean_state_dict, load_state_dict
 from torch import nn
 
+from vitpos.encodings import EncodingContext, create_encoding
 from vitpos.errors import UserError
 from vitpos.safe_load import NotLoadable, load_weights_only
-from vitpos.sizes import as_hw
+from vitpos.sizes import as_hw, patch_grid
 
 from .timm import carries_table, conversion_problem, table_grid
 
@@ -81,6 +84,34 @@ def geometry(model: nn.Module) -> dict:
     heads = model.blocks[0].attn.num_heads
     depth, prefix = len(model.blocks), model.num_prefix_tokens
     return {"patch_size": ph, "dim": model.embed_dim, "num_heads": heads, "depth": depth, "num_prefix_tokens": prefix}
+
+
+def timm_geometry(c: dict) -> dict:
+    """The config check's ``c["model"]`` with the timm model's :func:`geometry` filled in (built on ``meta``:
+    shapes, no memory); a :class:`UserError` for a model vitpos cannot convert."""
+    m = c["model"]
+    if not isinstance(m.get("name"), str) or not m["name"]:
+        raise UserError(
+            "model.name", f"must name a timm model, got {m.get('name')!r}", "model.name=vit_tiny_patch16_224"
+        )
+    if not isinstance(m.get("kwargs") or {}, dict):
+        raise UserError("model.kwargs", f"must be a mapping, got {m.get('kwargs')!r}", "model.kwargs={depth:6}")
+    return {**m, **geometry(create_vit(m, int(c["data"].get("num_classes") or 1), None, device="meta"))}
+
+
+def check_timm(c: dict, name: str, options: dict):
+    """The config check of ``model=timm`` (``c["model"]`` holding its :func:`timm_geometry`): ``model.checkpoint``
+    (null: timm's initialisation) a readable state dict whose keys fit the model made for this data
+    (:func:`plan_checkpoint`, the rule the task loads it with), then the encoding ``name`` built on the model's
+    geometry for the training grid. Returns the encoding module, whose hooks the caller runs there."""
+    m, data = c["model"], c["data"]
+    if m.get("checkpoint") is not None:
+        state = read_checkpoint(m["checkpoint"])
+        model = create_vit(m, int(data.get("num_classes") or 1), data["img_size"], device="meta")
+        plan_checkpoint(model, state, name, m["checkpoint"])
+    grid = patch_grid(data["img_size"], m["patch_size"], "data.img_size")
+    ctx = EncodingContext(m["dim"], m["num_heads"], m["depth"], grid, int(m.get("num_prefix_tokens", 0)))
+    return create_encoding(name, ctx, **options)
 
 
 def read_checkpoint(path) -> dict[str, torch.Tensor]:

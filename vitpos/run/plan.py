@@ -1,13 +1,10 @@
-"""A run's plan, decided once: who it is, where it trains and what its folder already holds.
-
-:func:`plan_run` records what names the run, computes its identity, folder and label once, claims the folder
-and reads ``metrics.json`` and ``last.ckpt`` (with the config saved in it) once; the :class:`RunPlan` it hands
-on says whether to report a finished run, continue a checkpoint or train from the start.
+"""A run's plan, decided once (:func:`plan_run`): its identity, folder and label, the folder claimed, and what
+it holds: a finished run to report, a checkpoint to continue, or nothing (train from the start).
 
 ``resume`` (configs/train.yaml): ``auto`` continues ``last.ckpt`` only if its run-defining config
-(:func:`vitpos.run.identity.identity`) matches; ``true`` continues it regardless; ``false`` refuses a folder
-that holds a run; a path continues from that checkpoint. A run ``complete`` with the same
-``trainer.max_epochs`` is not trained again; a diverged one is refused.
+(:func:`vitpos.run.identity.identity`) matches; ``true`` regardless; ``false`` refuses a folder that holds a
+run; a path continues that checkpoint. A run ``complete`` at the same ``trainer.max_epochs`` is not trained
+again; a diverged one is refused.
 """
 
 from __future__ import annotations
@@ -53,8 +50,8 @@ class RunPlan:
         return f"{self.label}/{self.folder.name}"
 
     def check_fits(self, module) -> None:
-        """Refuse, before any file is written, weights to continue whose keys or shapes do not fit ``module``
-        (Lightning's strict load would fail midway), e.g. a learned position table of another ``data.img_size``."""
+        """Refuse, before any file is written, weights whose keys or shapes do not fit ``module`` (Lightning's
+        strict load would fail midway), e.g. a position table of another ``data.img_size``."""
         if self.shapes is None:
             return
         own = {k: tuple(v.shape) for k, v in module.state_dict().items()}
@@ -117,9 +114,8 @@ def decide(plan: RunPlan, mode, max_epochs) -> RunPlan:
 
 
 def continued(plan: RunPlan, path: Path, checkpoint: dict, theirs: dict, fix: str) -> RunPlan:
-    """``plan`` continuing ``checkpoint`` (``theirs``: the identity saved in it), refused before the Trainer
-    starts where Lightning could not continue it: another task, model or encoding (a size-mismatch traceback
-    later), or weights without optimizer and loop state."""
+    """``plan`` continuing ``checkpoint`` (``theirs``: its identity); refused where Lightning could not continue
+    it: another task, model or encoding, or weights without optimizer and loop state."""
     if other := other_weights(theirs, plan.identity):
         raise UserError("resume", f"{path} was trained with {other}", fix)
     if "pytorch-lightning_version" not in checkpoint or "optimizer_states" not in checkpoint:
@@ -129,8 +125,8 @@ def continued(plan: RunPlan, path: Path, checkpoint: dict, theirs: dict, fix: st
 
 
 def read_resumable(path: Path, fix: str) -> tuple[dict, dict]:
-    """The checkpoint at ``path``, loaded safely, and the identity of the config saved in it; a folder, a
-    missing, torn or crafted file is refused as ``resume: <path>: <what> (<fix>)``."""
+    """The checkpoint at ``path``, loaded safely, and its config's identity; a folder, a missing, torn or
+    crafted file is refused as ``resume: <path>: <what> (<fix>)``."""
     if path.is_dir():
         raise UserError(
             "resume", f"{path} is a folder, not a checkpoint file", f"pass resume={example_checkpoint(path)}"
@@ -170,8 +166,8 @@ def other_weights(theirs: dict, current: dict) -> str | None:
 
 
 def check_same_run(theirs: dict, current: dict, last: Path) -> None:
-    """Refuse the run's own ``last`` if the identity saved in it (``theirs``) differs from ``current`` (what the
-    folder hash covers). The fix offers ``resume=true`` only when the weights fit (:func:`other_weights`)."""
+    """Refuse the run's own ``last`` if its identity (``theirs``) differs from ``current``; the fix offers
+    ``resume=true`` only when the weights fit (:func:`other_weights`)."""
     if not (diffs := config_differences(theirs, current)):
         return
     if other := other_weights(theirs, current):  # resume=true would fail too

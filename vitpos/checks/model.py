@@ -43,7 +43,8 @@ def check_model(c: dict, image: bool, timm: bool, data_module, plugins: bool = T
     except InputError:  # the network's memory, a timm model or checkpoint
         raise
     except Exception as err:
-        if is_builtin(cls) and not isinstance(err, ValueError | TypeError | KeyError | RuntimeError):
+        builtin_bug = is_builtin(cls) and not isinstance(err, ValueError | TypeError | KeyError | RuntimeError)
+        if builtin_bug or "dim" not in c["model"]:  # a bug, or timm failed before the model's geometry was known
             raise
         refuse_network_error(c, cls, err)
     return c["model"]

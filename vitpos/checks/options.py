@@ -1,10 +1,6 @@
-"""Checks of the plain options, before anything is written and without torch: ``task.name`` and the options
-each task needs (first: every other check depends on the task), the typed options, run folder names, the
-thread count and the ``trainer.*`` keys (the one check that imports Lightning).
-
-The typed options' rules are the schema's (:data:`vitpos.config.OPTIONS`, the rules its fields' metadata hold):
-:func:`vitpos.config.rules.check_options` applies them; :func:`check_launcher` applies :data:`vitpos.config.LAUNCHER`
-to a sweep's ``hydra.launcher.*``. Options whose rule involves another option are checked in :mod:`vitpos.checks.data`.
+"""Checks of the plain options that no schema field's own rule (:data:`vitpos.config.OPTIONS`) covers, before
+anything is written and without torch: ``task.name`` and the options each task needs, a sweep's launcher options,
+run folder names, the thread count and the ``trainer.*`` keys (the one check that imports Lightning).
 """
 
 from __future__ import annotations
@@ -25,9 +21,8 @@ LAUNCHERS_WITH_OPTIONS = "hydra/launcher=vitpos_local, vitpos_slurm or joblib"
 
 
 def check_launcher(launcher: dict) -> None:
-    """The options of :data:`LAUNCHER` that the sweep's launcher config ``launcher`` (a mapping) has; and, where
-    the launcher's config is a typed one (a dataclass, as every Hydra launcher plugin registers), no key its
-    class lacks: ``+hydra.launcher.nosuch=1`` would reach the launcher and fail there, after the sweep began."""
+    """The options of :data:`LAUNCHER` the sweep's ``launcher`` config has; for a typed one (every Hydra launcher
+    plugin's), no key its class lacks: ``+hydra.launcher.nosuch=1`` would fail only after the sweep began."""
     schema = OmegaConf.get_type(launcher) if isinstance(launcher, DictConfig) else None
     if dataclasses.is_dataclass(schema):
         known = [field.name for field in dataclasses.fields(schema)]
@@ -42,8 +37,8 @@ def check_launcher(launcher: dict) -> None:
 
 
 def check_task(task) -> bool:
-    """True for an image task, False for a sequence one; else a :class:`UserError` naming ``task.name``,
-    before the run folder exists (:func:`vitpos.tasks.build.build` refuses it only after)."""
+    """True for an image task, False for a sequence one; else a :class:`UserError` naming ``task.name``, before the
+    run folder exists."""
     name = task.get("name") if isinstance(task, dict) else None
     if name not in ("classification", "sequence"):  # the tasks vitpos.tasks.build.build knows (configs/task/)
         raise UserError("task.name", f"unknown task {name!r}", "valid: classification, sequence (task=...)")
@@ -68,8 +63,7 @@ SOURCES = {
 
 
 def check_needed(c: dict, image: bool, timm: bool) -> None:
-    """Every option of :data:`NEEDS` this task reads is present (null values are the typed checks'
-    business); ``timm`` (``model=timm``) needs no geometry: it comes from timm (``checks/model.py``)."""
+    """Every option of :data:`NEEDS` this task reads is present; ``timm`` (``model=timm``) needs no geometry."""
     groups = [None, "image" if image else "sequence"] + ([] if timm else ["model"] + ["image model"] * image)
     for option in (o for g in groups for o in NEEDS[g]):
         if lookup(c, option) is ABSENT:
@@ -78,9 +72,8 @@ def check_needed(c: dict, image: bool, timm: bool) -> None:
 
 
 def check_run_names(run: dict) -> None:
-    """``run.group``, ``run.model`` and ``run.label`` become folder names under ``run.root``
-    (runs/<group>/<model>/<label>-<hash>/seed<k>): plain names, nothing that leaves ``run.root``
-    (null ``model``/``label``: the model config's name, the encoding's)."""
+    """``run.group``, ``run.model`` and ``run.label`` (null: the model config's name, the encoding's) become folder
+    names under ``run.root``: plain names, nothing that leaves it."""
     for key in [k for k in ("group", "model", "label") if k == "group" or run.get(k) is not None]:
         text = str(run.get(key))
         if not text or text in (".", "..") or any(ch in text for ch in "/\\\0") or text.startswith("~"):
@@ -89,8 +82,7 @@ def check_run_names(run: dict) -> None:
 
 
 def check_run_root(root) -> None:
-    """``run.root``: a folder's path (made if missing), not empty (that would be this folder) and not a
-    file or a path through one."""
+    """``run.root``: a folder's path (made if missing), not empty (this folder) nor a file or a path through one."""
     fix = "give the folder runs go in, e.g. run.root=runs"
     text = "" if root is None else str(root)
     if not text.strip():
@@ -115,8 +107,8 @@ def check_threads(threads) -> None:
 
 
 def check_trainer_values(trainer: dict) -> None:
-    """``trainer.precision`` and ``trainer.devices`` as Lightning takes them, refused here in one line
-    (Lightning refuses them only when the Trainer is made, with a traceback)."""
+    """``trainer.precision`` and ``trainer.devices`` as Lightning takes them, refused in one line (Lightning refuses
+    them only when the Trainer is made, with a traceback)."""
     import typing
 
     from lightning.fabric.plugins.precision.precision import _PRECISION_INPUT

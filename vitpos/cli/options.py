@@ -1,7 +1,6 @@
-"""The ``key=value`` options of every ``python -m vitpos.*`` tool and ``bench`` (``train.py``'s go through Hydra).
-
-A tool declares its options as a dataclass of :func:`~vitpos.config.rules.option` fields; :func:`parse_options`
-parses argv onto it (OmegaConf checks the types, then each field's ``rule``), and :func:`help_text` builds --help.
+"""The ``key=value`` options of every ``python -m vitpos.*`` tool and ``bench`` (``train.py``'s go through Hydra):
+a dataclass of :func:`~vitpos.config.rules.option` fields, onto which :func:`parse_options` parses argv (OmegaConf
+checks the types, then each field's ``rule``); :func:`help_text` builds --help.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from vitpos.errors import UserError
 
 __all__ = ["expand_paths", "help_text", "option", "parse_options"]
 KINDS = {int: Int, float: Number, bool: Flag}  # a typed option's wording: its rule kind's
+METAVARS = {int: "INT", float: "FLOAT", bool: "true|false", str: "TEXT"}
 
 
 class _Option:
@@ -34,16 +34,16 @@ class _Option:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         self.optional = type(None) in typing.get_args(hint)
         base = args[0] if self.optional and len(args) == 1 else hint
-        origin = typing.get_origin(base)
-        self.is_list, self.is_dict = origin is list, origin is dict or base is dict
+        self.is_list, self.is_dict = typing.get_origin(base) is list, typing.get_origin(base) is dict or base is dict
         self.label = f"{self.name}.<key>" if self.is_dict else self.name
         self.item = (typing.get_args(base) or (Any,))[0] if self.is_list else base
         self.raw = self.item is str  # paths and names: taken as typed, never parsed as YAML
         self.default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        self.kind = KINDS.get(self.item)
 
     def metavar(self) -> str:
-        names = {int: "INT", float: "FLOAT", bool: "true|false", str: "TEXT"}
-        item = "|".join(map(str, self.meta["choices"])) if self.meta.get("choices") else names.get(self.item, "VALUE")
+        choices = self.meta.get("choices")
+        item = "|".join(map(str, choices)) if choices else METAVARS.get(self.item, "VALUE")
         return self.meta.get("metavar") or (f"[{item},...]" if self.is_list else item)
 
     def example(self) -> str:
@@ -56,14 +56,13 @@ class _Option:
             return _show(self.default)
         if self.meta.get("metavar"):
             return self.meta["metavar"]
-        item = KINDS[self.item].sample if self.item in (int, float) else "VALUE"
+        item = self.kind.sample if self.item in (int, float) else "VALUE"
         return f"[{item}]" if self.is_list else item
 
     def describe(self) -> str:
-        kind = KINDS.get(self.item)
         if self.is_list:
-            return f"a list of {kind.plural}" if self.item in (int, float) else "a list"
-        return kind.noun if kind else {str: "text"}.get(self.item, "a value")
+            return f"a list of {self.kind.plural}" if self.item in (int, float) else "a list"
+        return self.kind.noun if self.kind else {str: "text"}.get(self.item, "a value")
 
 
 def _show(value) -> str:
@@ -113,10 +112,10 @@ def _literal(value):
 
 
 def _value(o: _Option, text: str):
+    """``text`` as the option's value: a text option (or list of them) as typed, any other as OmegaConf reads it."""
     if o.raw and o.is_list:
-        if text.startswith("[") and text.endswith("]"):
-            return _literal([t.strip() for t in text[1:-1].split(",") if t.strip()])
-        return _literal([text])
+        bracketed = text.startswith("[") and text.endswith("]")
+        return _literal([t.strip() for t in text[1:-1].split(",") if t.strip()] if bracketed else [text])
     if o.raw:
         return None if o.optional and text in ("null", "none", "None") else _literal(text)
     try:  # as OmegaConf parses key=value: 3, 0.5, true, [16,24], null

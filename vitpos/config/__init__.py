@@ -1,62 +1,60 @@
-"""The typed schema of vitpos's config groups: dataclasses, registered in Hydra's ConfigStore on import.
-
-Each dataclass holds a group option's keys and defaults (here, so an installed vitpos needs no YAML to build a
-data module); ``configs/<group>/<name>.yaml`` starts from ``/schema/<group>/<name>@_here_`` and sets what differs.
-Hydra's struct mode refuses a key the schema lacks, in a YAML file or on the command line.
-
-Fields are typed ``Any``: a field's rule is its metadata (:mod:`vitpos.config.rules`), gathered in :data:`OPTIONS`,
-so a bad value is worded ``error: <option>: ...`` where OmegaConf would only say it cannot convert it; rules that
-read more than one value (sizes) are :mod:`vitpos.checks`'.
+"""The typed schema of vitpos's config groups, registered in Hydra's ConfigStore on import: each dataclass holds
+a group option's keys and defaults, which ``configs/<group>/<name>.yaml`` starts from; struct mode refuses any other
+key. Fields are typed ``Any``: a field's rule is its metadata, worded ``error: <option>: ...`` when broken.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
 from vitpos import CONFIG_DIR
-from vitpos.config.data import Cifar10Data, SeqCopyData, SeqProbeData, SeqReverseData, ShapesData
+from vitpos.config import data, eval, model, optim, task  # noqa: F401  (each enters its schemas in SCHEMAS)
 from vitpos.config.encodings import builtin_options, files_missing
-from vitpos.config.eval import ImageEval, SequenceEval
-from vitpos.config.model import SeqSmall, TimmModel, VitCpu, VitCpuP2, VitMicro, VitSmall, VitTiny
-from vitpos.config.optim import AdamW
-from vitpos.config.rules import Spec, rules
-from vitpos.config.task import ClassificationTask, SequenceTask
-from vitpos.config.train import Launcher, TopLevel, WrittenModel
-from vitpos.config.trainer import DdpTrainer, DefaultTrainer, GpuTrainer, LightningKeys
+from vitpos.config.rules import IMAGE, SCHEMAS, Given, Int, Spec, option, rules
+from vitpos.config.trainer import LightningKeys
 
-#: (group, option) -> its schema: ``configs/<group>/<option>.yaml`` starts from it
-SCHEMAS: dict[tuple[str, str], type] = {
-    ("data", "cifar10"): Cifar10Data,
-    ("data", "shapes"): ShapesData,
-    ("data", "seq_copy"): SeqCopyData,
-    ("data", "seq_reverse"): SeqReverseData,
-    ("data", "seq_probe"): SeqProbeData,
-    ("model", "vit_micro"): VitMicro,
-    ("model", "vit_cpu"): VitCpu,
-    ("model", "vit_cpu_p2"): VitCpuP2,
-    ("model", "vit_tiny"): VitTiny,
-    ("model", "vit_small"): VitSmall,
-    ("model", "seq_small"): SeqSmall,
-    ("model", "timm"): TimmModel,
-    ("optim", "adamw"): AdamW,
-    ("trainer", "default"): DefaultTrainer,
-    ("trainer", "gpu"): GpuTrainer,
-    ("trainer", "ddp"): DdpTrainer,
-    ("eval", "image"): ImageEval,  # no group: a task's recipe places it at ``eval``
-    ("eval", "sequence"): SequenceEval,
-    ("task", "classification"): ClassificationTask,
-    ("task", "sequence"): SequenceTask,
-}
 
-#: every option with a rule, ``dotted name -> rule`` (the objects the fields' metadata hold), in check order: the
-#: config check, ``python train.py --help``, the config fuzzer and the run identity read it
+@dataclass
+class TopLevel:
+    """``configs/train.yaml``'s keys with a plain rule."""
+
+    seed: Any = option(0, "the run's seed", Int(0, minimum=0, maximum=2**32 - 1))  # seed_everything's range
+
+
+@dataclass
+class WrittenModel:
+    """What a run adds to ``model``: a timm model's geometry (:mod:`vitpos.tasks.classification`)."""
+
+    geometry: Any = option(
+        None, "a timm model's patch, width, depth", Given("written by the run", task=IMAGE, defines=False)
+    )
+
+
+@dataclass
+class Launcher:
+    """A sweep's ``hydra.launcher.*`` options with a rule, checked before any job starts (``timeout_min=0`` would
+    kill every job)."""
+
+    timeout_min: Any = option(None, "submitit: minutes a job may run before it is killed", Int(60))
+    cpus_per_task: Any = option(None, "submitit: CPU cores of each job's task", Int(4, null=True))
+    gpus_per_node: Any = option(None, "submitit: GPUs of each job's node", Int(1, minimum=0, null=True))
+    tasks_per_node: Any = option(None, "submitit: processes per node (DDP: one per GPU)", Int(1))
+    nodes: Any = option(None, "submitit: nodes of each job", Int(1))
+    mem_gb: Any = option(None, "submitit: memory of each job's node, GB", Int(16, null=True))
+    array_parallelism: Any = option(None, "submitit_slurm: jobs of the sweep running at once", Int(256))
+    n_jobs: Any = option(None, "joblib: jobs side by side in worker processes; -1: one per core", Int(2, also=(-1,)))
+
+
+#: every option with a rule, ``dotted name -> rule``, in check order (the check, --help, the fuzzer, the run identity)
 OPTIONS: dict[str, Spec] = rules(
     [("", TopLevel), *((group, schema) for (group, _), schema in SCHEMAS.items()), ("trainer", LightningKeys),
      ("model", WrittenModel)]
 )  # fmt: skip
-#: a sweep's ``hydra.launcher.<key>`` options with a rule (:class:`vitpos.config.train.Launcher`)
+#: a sweep's ``hydra.launcher.<key>`` options with a rule (:class:`Launcher`)
 LAUNCHER: dict[str, Spec] = rules([("", Launcher)])
 
 
@@ -64,8 +62,8 @@ def register() -> None:
     """Store every schema as ``schema/<group>/<option>``, each built-in encoding's options as
     ``schema/encoding/<name>`` and, without a YAML file, as ``encoding/<name>``. Idempotent."""
     store = ConfigStore.instance()
-    for (group, option), schema in SCHEMAS.items():
-        store.store(group=f"schema/{group}", name=option, node=schema)
+    for (group, name), schema in SCHEMAS.items():
+        store.store(group=f"schema/{group}", name=name, node=schema)
     options = builtin_options()
     for name, values in options.items():  # every option of the class, at its default: overridable without +
         store.store(group="schema/encoding", name=name, node={"name": name, **values})

@@ -17,8 +17,6 @@ from pathlib import Path
 import vitpos
 
 ENCODINGS = Path(vitpos.__file__).resolve().parent / "encodings"
-
-
 #: a default :func:`builtin_options` cannot read from the source (no literal): (encoding, option) pairs
 UNREAD: set[tuple[str, str]] = set()
 
@@ -44,33 +42,39 @@ def builtin_options(folder: Path = ENCODINGS) -> dict[str, dict[str, object]]:
     """``{name: {option: default}}`` of every registered encoding in ``folder``, bases in method resolution
     order; without ``self`` and ``ctx``, tuples as lists (as in a config)."""
     classes: dict[str, _Source] = {}
-    registered: dict[str, str] = {}  # registered name -> class name
     for path in sorted(folder.glob("*.py")):
-        module = ast.parse(path.read_text(), str(path))
-        constants = _module_constants(module)
-        for node in module.body:
-            if isinstance(node, ast.ClassDef):
+        constants: dict[str, object] = {}  # the module's ``NAME = <literal>`` so far, which a default may name
+        for node in ast.parse(path.read_text(), str(path)).body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            target = node.target if isinstance(node, ast.AnnAssign) and node.value is not None else target
+            if isinstance(target, ast.Name):
+                try:
+                    constants[target.id] = as_lists(ast.literal_eval(node.value))
+                except ValueError:
+                    continue
+            elif isinstance(node, ast.ClassDef):
                 classes[node.name] = _read_class(node, constants)
-                if any(_is_register(d) for d in node.decorator_list) and classes[node.name].name:
-                    registered[classes[node.name].name] = node.name
     out = {}
-    for name, class_name in sorted(registered.items()):
-        options: dict[str, object] = {}
-        for source in _resolution_order(class_name, classes):
-            if source.options is None:
-                continue
-            for option, default in source.options.items():
+    for class_name, source in sorted(classes.items(), key=lambda item: str(item[1].name)):
+        if source.name is None:
+            continue
+        options = out[source.name] = {}
+        for base in _resolution_order(class_name, classes):
+            for option, default in (base.options or {}).items():
                 options.setdefault(option, default)
-            UNREAD.update((name, option) for option in source.unread if option not in options)
-            if not source.passes_on:
+            UNREAD.update((source.name, option) for option in base.unread if option not in options)
+            if base.options is not None and not base.passes_on:
                 break
-        out[name] = options
     return out
 
 
 def _read_class(node: ast.ClassDef, constants: dict[str, object]) -> _Source:
     """The registered name, bases and ``__init__`` options of the class ``node``."""
-    name = next((n for n in map(_class_name, node.body) if n), None)
+    registered = any(isinstance(d, ast.Name) and d.id == "register" for d in node.decorator_list)
+    name = None
+    for s in node.body if registered else []:  # its ``name = "..."``
+        if name is None and isinstance(s, ast.Assign) and [getattr(t, "id", None) for t in s.targets] == ["name"]:
+            name = s.value.value if isinstance(s.value, ast.Constant) and isinstance(s.value.value, str) else None
     bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
     init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
     if init is None:
@@ -78,23 +82,18 @@ def _read_class(node: ast.ClassDef, constants: dict[str, object]) -> _Source:
     args = init.args
     positional = [*args.posonlyargs, *args.args]
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    pairs = [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]
     options, unread = {}, set()
-    for arg, default in pairs:
+    for arg, default in [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]:
         if arg.arg in ("self", "ctx"):
             continue
+        if isinstance(default, ast.Name) and default.id in constants:
+            options[arg.arg] = constants[default.id]
+            continue
         try:
-            options[arg.arg] = _literal(default, constants) if default is not None else None
+            options[arg.arg] = None if default is None else as_lists(ast.literal_eval(default))
         except ValueError:
             unread.add(arg.arg)
     return _Source(name, bases, options, unread, passes_on=args.kwarg is not None)
-
-
-def _literal(node: ast.expr, constants: dict[str, object]):
-    """The value of a default: a literal, or the name of a module constant that is one; tuples as lists."""
-    if isinstance(node, ast.Name) and node.id in constants:
-        return constants[node.id]
-    return as_lists(ast.literal_eval(node))
 
 
 def as_lists(value):
@@ -104,21 +103,6 @@ def as_lists(value):
     if isinstance(value, dict):
         return {k: as_lists(v) for k, v in value.items()}
     return value
-
-
-def _module_constants(module: ast.Module) -> dict[str, object]:
-    """The module's top-level ``NAME = <literal>`` assignments."""
-    constants = {}
-    for node in module.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if target is None and isinstance(node, ast.AnnAssign) and node.value is not None:
-            target = node.target
-        if isinstance(target, ast.Name):
-            try:
-                constants[target.id] = as_lists(ast.literal_eval(node.value))
-            except ValueError:
-                continue
-    return constants
 
 
 def _resolution_order(class_name: str, classes: dict[str, _Source]) -> list[_Source]:
@@ -131,19 +115,7 @@ def _resolution_order(class_name: str, classes: dict[str, _Source]) -> list[_Sou
             made[name] = type(name, tuple(make(b) for b in classes[name].bases if b in classes), {})
         return made[name]
 
-    return [classes[c.__name__] for c in make(class_name).__mro__[:-1]] if class_name in classes else []
-
-
-def _is_register(decorator: ast.expr) -> bool:
-    return isinstance(decorator, ast.Name) and decorator.id == "register"
-
-
-def _class_name(statement: ast.stmt) -> str | None:
-    """``"rope_2d"`` for the class attribute ``name = "rope_2d"``, else None."""
-    if isinstance(statement, ast.Assign) and [getattr(t, "id", None) for t in statement.targets] == ["name"]:
-        value = statement.value
-        return value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
-    return None
+    return [classes[c.__name__] for c in make(class_name).__mro__[:-1]]
 
 
 def files_missing(config_dir: Path) -> list[str]:

@@ -1,22 +1,18 @@
-"""The evaluation after training (``eval.*``): one dataclass per task, which the task's recipe starts from.
-
-``configs/task/<name>.yaml`` places its schema at ``eval``. Both schemas have every key, so a file setting a key of
-the other task (``debug=fast`` sets ``eval.lengths``) composes, and the key goes unused.
-"""
+"""The evaluation after training (``eval.*``), per task; both have every key, so a file setting the other task's
+(``debug=fast`` sets ``eval.lengths``) composes, and the key goes unused."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from vitpos.config.rules import IMAGE, SEQUENCE, Int, option
+from vitpos.config.rules import IMAGE, SEQUENCE, Int, option, schema
 
 MAX_BATCHES = Int(1, null=True, help="test batches per size (null: all)")
 TEST_SUBSET = Int(1000, null=True, task=IMAGE, help="test images scored at each other size")
 LENGTHS = Int("[64,128]", items=True, task=SEQUENCE, help="test sequence lengths after training")
 
 
-@dataclass
+@schema("eval", "image")
 class ImageEval:
     """After image training: test/acc@res{R} at other resolutions, with each extrapolation strategy."""
 
@@ -28,12 +24,12 @@ class ImageEval:
     lengths: Any = option(None, rule=LENGTHS)  # sequences only
 
 
-@dataclass
+@schema("eval", "sequence")
 class SequenceEval:
     """After sequence training: test/acc@len{L} on sequences of exactly L tokens."""
 
     resolutions: Any = option([])  # images only
     lengths: Any = option([32, 64, 128, 256, 512], rule=LENGTHS)  # [] to skip
-    strategies: Any = "default"  # default | all | [list of strategy names]
-    max_batches: Any = option(None, rule=MAX_BATCHES)  # null: the whole test set (debug=fast: 1)
+    strategies: Any = "default"
+    max_batches: Any = option(None, rule=MAX_BATCHES)
     test_subset: Any = option(None, rule=TEST_SUBSET)  # images only

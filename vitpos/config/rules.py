@@ -1,9 +1,6 @@
 """The rule kinds of the options schema and :func:`option`, the one field helper of the config schemas and of the
-tools' ``key=value`` options (:mod:`vitpos.cli.options`).
-
-A field's metadata holds its ``help`` and its ``rule``: kind, bounds and part in the run's identity. :func:`rules`
-gathers them (:data:`vitpos.config.OPTIONS`) for the config check, ``--help``, the fuzzer and the run identity;
-:func:`check_options` applies them to a composed config. An integer refuses ``true``.
+tools' ``key=value`` options (:mod:`vitpos.cli.options`). A field's metadata holds its ``help`` and its ``rule``
+(kind, bounds, part in the run's identity); :func:`rules` gathers them into :data:`vitpos.config.OPTIONS`.
 """
 
 from __future__ import annotations
@@ -36,10 +33,15 @@ class Spec:
     defines: bool = True  # False: changes how a run is shown or how fast it goes, not what it learns (not hashed)
     as_before: tuple = ()  # at these values the option is left out of the hash, so older folders still match
 
+    def rule(self) -> str:
+        return self.noun
+
     def fits(self, value) -> bool:  # each kind's own rule; Given: another check owns it
         return True
 
     def problem(self, value) -> str | None:
+        if value is None and getattr(self, "null", False):
+            return None
         return None if self.fits(value) else f"must be {self.rule()}, got {value!r}"
 
 
@@ -61,7 +63,7 @@ class Int(Spec):
 
     def fits(self, value) -> bool:
         bounded = is_integer(value) and value >= self.minimum and (self.maximum is None or value <= self.maximum)
-        return (value is None and self.null) or (is_integer(value) and value in self.also) or bounded
+        return (is_integer(value) and value in self.also) or bounded
 
 
 @dataclass
@@ -85,9 +87,7 @@ class Number(Spec):
         return self.low <= value < self.below if self.below is not None else math.isfinite(value) and low
 
     def problem(self, value) -> str | None:
-        if value is None and self.null:
-            return None
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        if (value is not None or not self.null) and (not isinstance(value, (int, float)) or isinstance(value, bool)):
             return f"expected {self.noun}, got {value!r}"
         return super().problem(value)
 
@@ -100,9 +100,6 @@ class Flag(Spec):
     noun, sample = "true or false", "true"
     example: str = "true"
 
-    def rule(self) -> str:
-        return self.noun
-
     def fits(self, value) -> bool:
         return isinstance(value, bool)
 
@@ -110,20 +107,19 @@ class Flag(Spec):
 @dataclass
 class Given(Spec):
     """An option whose rule reads more than its own value, so another check owns it (every value fits here);
-    declared for its help and its part in the run's identity."""
+    declared for its help and its part in the run's identity. ``noun``: its rule, in words."""
 
-    rule_text: str
+    noun: str
     example: str = ""
-
-    def rule(self) -> str:
-        return self.rule_text
 
 
 def option(default: Any = MISSING, help: str = "", rule: Spec | None = None, *, metavar: str | None = None,  # noqa: A002
            **meta) -> Any:  # fmt: skip
-    """A dataclass field; metadata: ``help`` (default: the rule's), ``rule``, and for a tool ``metavar``, ``required``
-    (no default), ``repeat`` (``key=a key=b``: ``[a, b]``), ``words`` (a list bare words fill, like a subcommand),
-    ``choices``, ``default_text``, ``example``."""
+    """A dataclass field; metadata: ``help`` (given: the rule's too), ``rule``, and for a tool ``metavar``,
+    ``required`` (no default), ``repeat`` (``key=a key=b``: ``[a, b]``), ``words`` (a list bare words fill, like a
+    subcommand), ``choices``, ``default_text``, ``example``."""
+    if rule is not None and help:
+        rule.help = help  # --help reads the rule's
     meta = {"help": help or (rule.help if rule else ""), "metavar": metavar, "rule": rule, **meta}
     if default is MISSING:
         meta["required"] = True
@@ -133,8 +129,8 @@ def option(default: Any = MISSING, help: str = "", rule: Spec | None = None, *, 
 
 
 def rules(schemas: Iterable[tuple[str, type]]) -> dict[str, Spec]:
-    """``dotted name -> rule`` of every field with a rule in ``schemas`` (``(section, dataclass)`` pairs; section
-    ``""``: top-level keys), in their order; a name several schemas hold keeps its first rule (one constant)."""
+    """``dotted name -> rule`` of the ``(section, dataclass)`` pairs' fields (section ``""``: top-level keys); a name
+    several schemas hold keeps its first rule."""
     found: dict[str, Spec] = {}
     for section, schema in schemas:
         for f in dataclasses.fields(schema):
@@ -143,9 +139,16 @@ def rules(schemas: Iterable[tuple[str, type]]) -> dict[str, Spec]:
     return found
 
 
-def schema(cls: type) -> type:
+#: (group, option) -> its schema, filled by ``@schema(group, option)``: ``configs/<group>/<option>.yaml`` starts
+#: from it (``eval``: no group, a task's recipe places it)
+SCHEMAS: dict[tuple[str, str], type] = {}
+
+
+def schema(cls: type | str, option: str | None = None):
     """``@dataclass``, where a field a subclass redeclares with a plain default keeps its base's metadata (rule,
-    help): each rule is attached once."""
+    help): each rule is attached once. ``@schema(group, option)`` also enters the class in :data:`SCHEMAS`."""
+    if isinstance(cls, str):
+        return lambda c: SCHEMAS.setdefault((cls, option), schema(c))
     cls = dataclass(cls)
     for f in dataclasses.fields(cls):
         base = next((b.__dataclass_fields__.get(f.name) for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)), None)
@@ -154,14 +157,18 @@ def schema(cls: type) -> type:
     return cls
 
 
+def variant(base: type, group: str, option: str, **changed) -> type:
+    """The schema of ``group/option``: ``base`` with the defaults in ``changed`` (as a config file sets only what
+    differs); each field keeps its base's rule and help."""
+    name = "".join(word.title() for word in option.split("_"))
+    namespace = {"__annotations__": dict.fromkeys(changed, Any), "__module__": base.__module__, **changed}
+    return schema(group, option)(type(name, (base,), namespace))
+
+
 def describe(spec: Spec) -> str:
-    """The rule of ``spec`` as ``--help`` shows it: ``an integer >= 1``, ``a list of 2: in [0, 1)``."""
-    rule = spec.rule()
-    if isinstance(spec, Number) and spec.null and "null" not in rule:
-        rule += " (or null)"
-    if spec.items:
-        rule = f"a list{f' of {spec.length}' if spec.length else ''}, each {rule}"
-    return rule
+    """The rule of ``spec`` as ``--help`` shows it: ``an integer >= 1``, ``a list of 2, each in [0, 1)``."""
+    rule = spec.rule() + (" (or null)" if isinstance(spec, Number) and spec.null else "")
+    return f"a list{f' of {spec.length}' if spec.length else ''}, each {rule}" if spec.items else rule
 
 
 def check_value(option: str, spec: Spec, value) -> None:

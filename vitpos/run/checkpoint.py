@@ -1,12 +1,7 @@
-"""Finding and loading checkpoints without running code from them.
-
-vitpos checkpoints hold only tensors and plain containers, so every tool loads them with ``weights_only=True`` and
-turns each failure into one :class:`CheckpointError` naming the file. :func:`find_checkpoints` is the one search
-behind every tool's ``ckpt=``.
-
-**The checkpoint of a run folder** (:func:`run_checkpoint`) is the one the run's own report scored, so a tool prints
-the run's own numbers: ``metrics.json``'s ``best_checkpoint``, else the best so far (``best-epoch<NNN>.ckpt``), else
-``last.ckpt``. Every tool prints the file it chose and why (:meth:`Found.line`).
+"""Finding and loading checkpoints without running code from them: vitpos checkpoints hold only tensors and plain
+containers, so every tool loads them with ``weights_only=True``, each failure one :class:`CheckpointError` naming the
+file. :func:`find_checkpoints` is the one search behind every tool's ``ckpt=``; a run folder gives the checkpoint its
+report scored (:func:`run_checkpoint`), so a tool prints the run's own numbers, and the file it chose and why.
 """
 
 from __future__ import annotations
@@ -32,8 +27,7 @@ LAST_ONLY = "the run saved no best checkpoint"
 
 
 class Found(NamedTuple):
-    """A checkpoint ``ckpt=`` named, the folder it was found in (None: the file was named itself),
-    and why this file (:func:`run_checkpoint`)."""
+    """A checkpoint ``ckpt=`` named, the folder it was found in (None: the file itself) and why this file."""
 
     path: Path
     root: Path | None
@@ -44,14 +38,9 @@ class Found(NamedTuple):
         return f"checkpoint: {self.path} ({self.why})" if self.root is not None else None
 
 
-def is_run_checkpoint(path: Path) -> bool:
-    """A file train.py writes into a run's ``checkpoints/``: ``last.ckpt`` or a best one."""
-    return path.name == LAST or BEST.fullmatch(path.name) is not None
-
-
 def run_checkpoint(folder: Path) -> tuple[Path, str] | None:
-    """(the checkpoint of the run whose checkpoints are in ``folder``, why it), by the rule in the module docstring;
-    None when it holds none."""
+    """(the checkpoint of the run whose checkpoints are in ``folder``, why it): ``metrics.json``'s
+    ``best_checkpoint``, else the best so far, else ``last.ckpt``; None when it holds none."""
     run = folder.parent if folder.name == "checkpoints" else folder
     reported = best_checkpoint(run, read_status(run))
     if reported is not None and reported.is_file():
@@ -71,9 +60,8 @@ def find_checkpoints(values: list[str], option: str = "ckpt") -> list[Found]:
         paths, hits = expand_paths(option, [value]), []
         for p in paths:
             if p.is_dir():
-                folders = sorted({c.parent for c in p.rglob("*.ckpt") if is_run_checkpoint(c)})
-                for path, why in filter(None, map(run_checkpoint, folders)):
-                    hits.append(Found(path, p, why))
+                folders = sorted({c.parent for c in p.rglob("*.ckpt") if c.name == LAST or BEST.fullmatch(c.name)})
+                hits += [Found(path, p, why) for path, why in filter(None, map(run_checkpoint, folders))]
             elif p.exists():
                 hits.append(Found(p, None))
             else:
@@ -89,9 +77,8 @@ def newest_checkpoint(value: str, doing: str) -> Path:
     """The newest checkpoint ``ckpt=value`` names, printing the others and why this one; ``doing``: the tool's verb."""
     hits = sorted(find_checkpoints([value]), key=lambda hit: hit.path.stat().st_mtime, reverse=True)
     if len(hits) > 1:
-        others = "\n".join(f"  {hit.path}" for hit in hits[1:])
-        newest = hits[0].path
-        print(f"ckpt={value} matches {len(hits)} checkpoints; {doing} the newest, {newest}; the others:\n{others}")
+        others = "".join(f"\n  {hit.path}" for hit in hits[1:])
+        print(f"ckpt={value} matches {len(hits)} checkpoints; {doing} the newest, {hits[0].path}; the others:{others}")
     if hits[0].line():
         print(hits[0].line())
     return hits[0].path

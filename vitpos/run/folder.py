@@ -1,11 +1,7 @@
-"""Claiming a run folder for one process, and leaving nothing behind when a run fails early (:func:`claim`):
-
-- **lock**: ``<run folder>/.lock`` (pid, host, start time) refuses a second command for the same run while its
-  process lives; a stale lock (``kill -9``, a reused pid) is taken over. Only rank 0 takes it.
-- **disk faults**: a refused write ends the run with one line (:class:`DiskFault`); writes are atomic, so the same
-  command continues once the fault is gone.
-- **no debris**: a run that fails before its first checkpoint or ``metrics.json`` removes the folders it created
-  (``compare`` would list them as runs); pre-existing folders and runs stopped by a signal are kept.
+"""Claiming a run folder for one process (:func:`claim`): ``<run folder>/.lock`` (pid, host, start time, taken by rank
+0) refuses a second command for the same run while its process lives, a stale one (``kill -9``, a reused pid) is taken
+over; a refused write ends the run with one line (:class:`DiskFault`); a run that fails before its first checkpoint or
+``metrics.json`` removes the folders it created (``compare`` would list them), unless a signal stopped it.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Run identity: which folder a configuration trains in.
-
-    runs/<group>/<model>/<label>-<hash>/seed<k>
-    e.g. runs/cifar10/vit_micro/sincos_2d-3fa9c1/seed0
-
-``group`` is ``run.group`` (the data set's name by default, ``debug`` for the debug configs, the experiment's name for
-sweeps), ``model`` the chosen ``model=...``, ``label`` the encoding (``@strategy`` when not its default; ``run.label``
-overrides it) and ``hash`` six hex digits of everything else that defines the run (:func:`identity`).
-
-Every run is hashed: two configurations never share a folder, the same command always maps to the same folder (so
-it resumes), and one configuration's seeds sit side by side for ``compare``. A folder survives upgrades and moves: a
-key added later counts only where it changes what runs (:func:`counts`), and the saved config records what the hash
-read from the machine (:func:`record`), so a copied run finds its folder without the data.
+"""Run identity: a configuration trains in ``runs/<group>/<model>/<label>-<hash>/seed<k>``, e.g.
+``runs/cifar10/vit_micro/sincos_2d-3fa9c1/seed0``: ``run.group`` (the data set, ``debug``, a sweep's experiment), the
+``model=`` option, the encoding (``@strategy`` when not its default; ``run.label`` overrides it) and six hex digits of
+everything else that defines the run (:func:`identity`). The same command always maps to the same folder (so it
+resumes), its seeds side by side for ``compare``; a key added later counts only where it changes what runs
+(:func:`counts`), and the saved config records what the hash read from the machine (:func:`record`).
 """
 
 from __future__ import annotations
@@ -39,16 +32,20 @@ RUN_DEFINING = ("model", "encoding", "data", "optim", "task", "trainer")
 
 
 def identity(cfg: DictConfig | dict) -> dict:
-    """The run-defining part of ``cfg`` as plain containers (:func:`counts`; seed and run names excluded).
-
-    A strategy alias counts as the strategy it names; the data set by its fingerprint, ``model.checkpoint``
-    by its file's digest, ``auto`` precision resolved: each as :func:`record` saved it, else as found here."""
+    """The run-defining part of ``cfg`` as plain containers (:func:`counts`; seed and run names excluded). The data
+    set counts by its fingerprint, ``model.checkpoint`` by its digest, ``auto`` precision resolved: each as
+    :func:`record` saved it, else as found here; a strategy alias as the strategy it names."""
     plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     out = {}
     for section in RUN_DEFINING:
         values = plain.get(section) or {}
         out[section] = {k: v for k, v in values.items() if counts(section, k, v, values)}
-    out["data"] = _compact_sizes(out["data"])
+    data = out["data"]  # sizes as vitpos.sizes.compact writes them: [32, 32] is the run 32 is, else "HxW"
+    for key in ("img_size", "native_size"):
+        if data.get(key) is not None:
+            data[key] = _compact(data[key])
+    if isinstance(data.get("train_sizes"), list):
+        data["train_sizes"] = [_compact(s) for s in data["train_sizes"]]
     if "strategy" in out["encoding"]:
         out["encoding"]["strategy"] = canonical_strategy(out["encoding"].get("name"), out["encoding"]["strategy"])
     if (source := found(plain, "encoding_source")) is not None:  # a plug-in is code: its source, not its path
@@ -57,9 +54,9 @@ def identity(cfg: DictConfig | dict) -> dict:
         out["trainer"]["precision"] = found(plain, "precision")
     if out["model"].get("checkpoint") is not None:  # the starting weights by their content; no file: its path
         out["model"]["checkpoint"] = found(plain, "checkpoint_digest") or out["model"]["checkpoint"]
-    fingerprint = out["data"].pop("fingerprint", None) or found(plain, "data_fingerprint")
+    fingerprint = data.pop("fingerprint", None) or found(plain, "data_fingerprint")
     if fingerprint is not None:  # what the run trains on, not where it lies (data.root)
-        out["data"]["fingerprint"] = fingerprint
+        data["fingerprint"] = fingerprint
     return out
 
 
@@ -79,9 +76,9 @@ def found(plain: dict, key: str):
 
 
 def counts(section: str, key: str, value, values: dict) -> bool:
-    """Whether ``section.key = value`` (``values``: the section) is part of the run's identity: not where its rule
-    says it does not define the run or names the value ``as_before`` (older folders are found again), nor an
-    encoding's ``module`` (its code counts); else as :mod:`vitpos.run.hashed_keys` and :func:`new_key_matters` say."""
+    """Whether ``section.key = value`` (``values``: the section) defines the run: not where its rule says not or
+    names the value ``as_before``, nor ``encoding.module`` (its code counts); else as :mod:`vitpos.run.hashed_keys`
+    and :func:`new_key_matters` say."""
     spec = OPTIONS.get(f"{section}.{key}")
     if (spec is not None and not spec.defines) or (section, key) == ("encoding", "module"):
         return False
@@ -111,14 +108,11 @@ def new_key_matters(encoding: dict, key: str, value) -> bool:
 
 def plugin_source(encoding: dict) -> str | None:
     """The source digest of a plug-in encoding; None for a built-in, or one that cannot be loaded (refused)."""
-    if encoding.get("module"):  # the file the command names, read without importing it again
-        try:
-            return module_digest(str(encoding["module"]))
-        except (ImportError, ValueError, OSError):
-            return None
     try:
+        if encoding.get("module"):  # the file the command names, read without importing it again
+            return module_digest(str(encoding["module"]))
         cls = get_encoding_class(str(encoding.get("name")))
-    except KeyError:
+    except (ImportError, ValueError, OSError, KeyError):
         return None
     return None if is_builtin(cls) else source_digest(cls)
 
@@ -133,8 +127,7 @@ def canonical_strategy(name, strategy):
 
 def record(cfg: DictConfig) -> None:
     """Record in ``cfg.run`` what :func:`identity` reads from this machine (:data:`MACHINE`), so the saved config
-    (``hparams.yaml``, every checkpoint) names the run anywhere. Recorded values stay; ``checkpoint_digest`` only
-    with a ``model.checkpoint``, so every other run's config stays as it was."""
+    names the run anywhere. Recorded values stay; ``checkpoint_digest`` only with a ``model.checkpoint``."""
     plain = OmegaConf.to_container(cfg, resolve=True)
     weights = (plain.get("model") or {}).get("checkpoint")
     with open_dict(cfg):
@@ -156,28 +149,20 @@ def checkpoint_digest(path) -> str | None:
 @lru_cache(maxsize=16)
 def _file_digest(path: str, size: int, mtime_ns: int) -> str | None:
     """First 12 hex digits of the file's sha256; ``size`` and ``mtime_ns`` key the cache, so a rewrite is re-read."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256()  # hashlib.file_digest: Python 3.11 on
     try:
         with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
+            while block := f.read(1 << 20):
                 digest.update(block)
     except OSError:  # a folder, no permission: the config check refuses the run
         return None
     return digest.hexdigest()[:12]
 
 
-def _compact_sizes(data: dict) -> dict:
-    """``data``'s image sizes as :func:`vitpos.sizes.compact` writes them: [32, 32] is the run 32 is, else "HxW"."""
-
-    def one(value):
-        with suppress(ValueError):
-            return compact(value)
-        return value
-
-    out = {**data, **{key: one(data[key]) for key in ("img_size", "native_size") if data.get(key) is not None}}
-    if isinstance(data.get("train_sizes"), list):
-        out["train_sizes"] = [one(s) for s in data["train_sizes"]]
-    return out
+def _compact(size):
+    with suppress(ValueError):
+        return compact(size)
+    return size
 
 
 def config_hash(cfg, ident: dict | None = None) -> str:
@@ -220,9 +205,8 @@ TEST_SUBSET = ImageEval.test_subset
 def next_commands(
     folder: Path, task: str, best: str | Path | None = None, module: str | None = None, test_subset=TEST_SUBSET
 ) -> str:
-    """What to run next to look at the run in ``folder``, each word shell-quoted. The tools get ``best`` (the
-    checkpoint ``test/acc`` scored) so their numbers match the printed ones; a non-default ``test_subset`` is spelled
-    out."""
+    """What to run next to look at the run in ``folder``, each word shell-quoted; the tools get ``best`` (the checkpoint
+    ``test/acc`` scored), so their numbers match the printed ones."""
     runs, group = (folder.parents[i] if len(folder.parents) > i else folder.parent for i in (3, 2))
     ckpt = Path(best) if best else folder / "checkpoints" / "last.ckpt"
     if ckpt.is_absolute() and not folder.is_absolute() and ckpt.is_relative_to(Path.cwd()):

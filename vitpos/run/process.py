@@ -1,7 +1,5 @@
-"""Other processes on this machine, as the run lock and the sweep's stop see them.
-
-Read from ``/proc`` (Linux; elsewhere ``os.kill(pid, 0)`` alone). A zombie is not alive, and a process whose start
-time differs from the one recorded with a lock is not the holder: its id was reused.
+"""Other processes on this machine, as the run lock and the sweep's stop see them, read from ``/proc`` (Linux; elsewhere
+``os.kill(pid, 0)`` alone). A zombie is not alive; a start time other than the lock's recorded one: a reused id.
 """
 
 from __future__ import annotations
@@ -52,8 +50,8 @@ def child_pids() -> list[int]:
 
 
 def ignores(pid: int, signum: int) -> bool:
-    """Whether ``pid`` ignores or blocks ``signum`` (``SigIgn``/``SigBlk`` of ``/proc/<pid>/status``); loky's
-    and multiprocessing's resource trackers ignore SIGINT and SIGTERM, so waiting for them is pointless."""
+    """Whether ``pid`` ignores or blocks ``signum`` (``/proc/<pid>/status``), as resource trackers do SIGINT and
+    SIGTERM: waiting for them is pointless."""
     try:
         lines = (PROC / str(pid) / "status").read_text().splitlines()
     except OSError:

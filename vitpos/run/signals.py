@@ -1,15 +1,14 @@
 """Stopping a run or a sweep on SIGINT (Ctrl-C) or SIGTERM: within seconds, at any phase, resumable.
 
-The first signal raises :class:`Stopped`, a ``SystemExit`` (128 + signal) that passes every ``except Exception`` of
-Hydra and the sweep and that Lightning re-raises; ``last.ckpt`` stays at the last finished epoch, so the same command
-resumes. Joblib workers get the signal forwarded; later signals are ignored. Where this process stands is told to this
-module, not read off the stack (:func:`app`, :func:`job_running`); outside train.py's app the replaced handler acts.
+The first signal raises :class:`Stopped`, a ``SystemExit`` (128 + signal) that passes every ``except Exception`` and
+that Lightning re-raises; ``last.ckpt`` stays at the last finished epoch, so the same command resumes. Joblib workers
+get the signal forwarded, later signals are ignored; outside train.py's app (:func:`app`, :func:`job_running`) the
+replaced handler acts.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import gc
 import os
 import shlex
@@ -17,11 +16,11 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager, suppress
 
 from vitpos.run.process import child_pids, ignores, process_alive
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-GRACE = 3.0  # seconds a sweep's main process waits for its workers to wind down
 
 _previous: dict[int, object] = {}  # handlers replaced by install()
 _stop: int | None = None  # the signal that stopped this process
@@ -54,7 +53,7 @@ def raise_if_stopped() -> None:
 
 def install(owner: bool = False, jobs_elsewhere: bool = False) -> None:
     """Handle SIGINT and SIGTERM as a stop (main thread only); ``owner``: this process runs the app, ``jobs_elsewhere``:
-    in worker processes. Flags set by an earlier call are kept."""
+    its jobs run in worker processes (kept from an earlier call)."""
     global _owner, _jobs_elsewhere
     if threading.current_thread() is not threading.main_thread():
         return
@@ -89,7 +88,7 @@ def _on_signal(signum: int, frame) -> None:
             return previous(signum, frame)
         if previous != signal.SIG_IGN:  # the default action: end the process by that signal
             signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
+            signal.raise_signal(signum)
         return
     _stop = signum
     if not _owner:  # a worker: exit once the job has unwound
@@ -99,7 +98,7 @@ def _on_signal(signum: int, frame) -> None:
     raise Stopped(signum)
 
 
-@contextlib.contextmanager
+@contextmanager
 def app():
     """The span of ``train.py``'s Hydra app in this process: a signal inside it stops the run or sweep."""
     global _in_app
@@ -111,17 +110,16 @@ def app():
 
 
 def job_running(running: bool) -> None:
-    """A job starts (Hydra's ``on_job_start``; in a worker process, the only sign of the app) or ends, however it
-    ended (the task function's ``finally``; Hydra's ``on_job_end``)."""
+    """A job starts (Hydra's ``on_job_start``; in a worker, the only sign of the app) or ends, however it ended."""
     global _in_job
     _in_job = running
 
 
-def wind_down(signum: int, grace: float = GRACE) -> None:
+def wind_down(signum: int, grace: float = 3.0) -> None:
     """Forward ``signum`` to the children that do not ignore it (not resource trackers); wait ``grace`` s for them."""
     children = [pid for pid in child_pids() if not ignores(pid, signum)]
     for pid in children:
-        with contextlib.suppress(ProcessLookupError):
+        with suppress(ProcessLookupError):
             os.kill(pid, signum)
     deadline = time.monotonic() + grace
     while any(process_alive(pid) for pid in children) and time.monotonic() < deadline:

@@ -1,7 +1,5 @@
-"""``metrics.json`` in a run folder: how the run ended, written atomically.
-
-``{"status": "complete" | "diverged", "metrics": {name: value}, ...}``. ``complete`` is a run's very last step, so
-rerunning the command prints these metrics instead of training again; ``diverged`` records the guard's ``reason``.
+"""``metrics.json`` in a run folder, written atomically: ``{"status": "complete" | "diverged", "metrics": {...}, ...}``.
+``complete`` is a run's last step, so rerunning the command prints these metrics instead of training again.
 """
 
 from __future__ import annotations
@@ -17,10 +15,9 @@ FILENAME = "metrics.json"
 
 
 def write_status(folder: Path, status: str, metrics: dict[str, float] | None = None, **extra) -> Path:
-    """Write ``folder/metrics.json`` via a temporary file and an atomic rename."""
+    """Write ``folder/metrics.json`` (NaN as null); ``extra``: more keys, e.g. the divergence guard's ``reason``."""
     body = {"status": status, "metrics": {k: (None if math.isnan(v) else v) for k, v in (metrics or {}).items()}}
-    body.update(extra)
-    return atomic_write_text(folder / FILENAME, json.dumps(body, indent=1, sort_keys=True) + "\n")
+    return atomic_write_text(folder / FILENAME, json.dumps({**body, **extra}, indent=1, sort_keys=True) + "\n")
 
 
 def read_status(folder: Path) -> dict | None:

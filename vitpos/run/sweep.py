@@ -2,8 +2,7 @@
 
 A failed job writes its one-line error to ``<job folder>/error.log`` (a finished one ``outcome.txt``) and the sweep
 goes on; :class:`SweepReport` prints a line per job start and end and a summary, and ``train.py`` exits 1 if a job
-failed. Bad options fail no job: the sweep is refused first (:func:`refuse`). :func:`image_encodings` derives a full
-comparison from the registry, so a new encoding joins it without a list to edit.
+failed. Bad options fail no job: the sweep is refused first (:func:`refuse`).
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ def raise_composition_errors() -> bool:
 
 
 def composing() -> bool:
-    """Whether Hydra is still composing the command's config (:func:`raise_composition_errors`)."""
+    """Whether Hydra is still composing the command's config."""
     return _raising
 
 
@@ -107,6 +106,7 @@ def record_failure(job_dir: str | Path, err: BaseException) -> str:
 
 
 def record_outcome(job_dir: str | Path, metrics: dict[str, float], run_folder: Path) -> None:
+    """Write ``test/acc <value> (<run folder>)`` to the job's ``outcome.txt``: the job finished."""
     (Path(job_dir) / OUTCOME_FILE).write_text(f"test/acc {metrics.get('test/acc', float('nan')):.4f} ({run_folder})\n")
 
 

@@ -37,16 +37,12 @@ def wait_for_every_job(jobs, first_num: int, sweep_dir: Path) -> list[JobReturn]
     for num, job in enumerate(jobs, start=first_num):
         try:
             returns.append(job.results()[0])
-            continue
-        except FailedJobError as err:  # (a subclass of the next) the job raised outside train.py's own handling
-            problem = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        except UncompletedJobError:  # killed, preempted, out of time: no word from the job
-            problem = None
-        folder = sweep_dir / str(num)
-        folder.mkdir(parents=True, exist_ok=True)
-        if problem is not None:
-            (folder / "error.log").write_text(f"error: {problem}\n")
-        returns.append(JobReturn(status=JobStatus.COMPLETED))  # its return value: None
+        except UncompletedJobError as err:  # killed, preempted, out of time: no word from the job
+            (sweep_dir / str(num)).mkdir(parents=True, exist_ok=True)
+            if isinstance(err, FailedJobError):  # (a subclass) it raised outside train.py's own handling
+                problem = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+                (sweep_dir / str(num) / "error.log").write_text(f"error: {problem}\n")
+            returns.append(JobReturn(status=JobStatus.COMPLETED))  # its return value: None
     return returns
 
 

@@ -46,8 +46,7 @@ NO_GPU_LINES["torch.utils.cpp_extension"] = re.compile(r"No CUDA runtime is foun
 
 @dataclass
 class DropLines(logging.Filter):
-    """Drops records whose message starts with a match of ``pattern``; equal filters compare equal, so
-    ``Logger.addFilter`` adds one once however often a process trains."""
+    """Drops records whose message starts with a match of ``pattern``; ``Logger.addFilter`` adds an equal one once."""
 
     pattern: re.Pattern
 
@@ -84,8 +83,8 @@ class _Stderr(logging.StreamHandler):
 
 
 def quiet_console(side_by_side: bool = False) -> None:
-    """Silences :data:`KNOWN_WARNINGS` and sets up the ``vitpos`` logger (once). ``side_by_side``: parallel jobs keep
-    only labelled lines (``<run>/seed<k>: epoch ...``), warnings and errors."""
+    """Silences :data:`KNOWN_WARNINGS`, sets up the ``vitpos`` logger (once); ``side_by_side`` (parallel jobs): only
+    warnings, errors and labelled lines (``<run>/seed<k>: epoch ...``)."""
     for message, _why in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     for name in RANK_ZERO:

@@ -1,8 +1,5 @@
-"""Hydra's multi-line composition errors as one :class:`UserError` line (``<option>: <what> (<fix>)``).
-
-The failing key, and the section it was looked up in for a suggestion, come from OmegaConf's error (``full_key``,
-``parent_node``): no second composition; ``hydra.*`` options are worded the same way.
-"""
+"""Hydra's multi-line composition errors as one :class:`UserError` line (``<option>: <what> (<fix>)``): the failing
+key and its section's keys come from OmegaConf's error (``full_key``, ``parent_node``), with no second composition."""
 
 from __future__ import annotations
 
@@ -33,8 +30,12 @@ def override_error(err: Exception, configs: Path, words: list[str] = ()) -> User
             return UserError("command line", NULL_GROUP, HELP)
         fix = f"leave {group}= out for its default, or pick one of: {', '.join(config_names(configs, group))}"
         return UserError(group, "a config group cannot be set to null on the command line", fix)
-    if isinstance(err, OverrideParseException) and err.override:
-        return _unparsable(err.override)
+    if isinstance(err, OverrideParseException) and err.override:  # a value Hydra's grammar cannot read: quoted
+        key, value = _key(err.override), _value(err.override)
+        if value.count("[") != value.count("]") or value.count("{") != value.count("}"):
+            return UserError(key, f"cannot read {value!r}: a bracket is not closed", f"write a list as {key}=[a,b]")
+        what = f"Hydra's override grammar cannot read the value {value!r} (~ [ ] {{ }} , = ' and spaces mean something)"
+        return UserError(key, what, f"quote the value for Hydra inside quotes for the shell: \"{key}='{value}'\"")
     if "Sweeping over Hydra's configuration is not supported" in text:  # -m hydra.launcher.n_jobs=1,2
         key = text.rpartition("'")[0].rpartition("'")[2].partition("=")[0]
         return UserError(key, "Hydra sweeps the run's options, not its own", f"one sweep per value: {key}=<value>")
@@ -75,10 +76,9 @@ def _value(word: str) -> str:
 
 
 def _key_error(err: BaseException, words: list[str], text: str) -> UserError | None:
-    """The failed override of a key, named by OmegaConf's error (``full_key``; the command's word for it or for a key
-    below it: ``nosuch.x`` when ``nosuch`` is missing), whose node holds its section's keys for a suggestion. Hydra's
-    refusals to append to a key the config has (``+``) or delete one it lacks (``~``) carry no field: for those only,
-    the key is read from Hydra's message, where it is quoted."""
+    """A key the config lacks, named by OmegaConf's error (``full_key``; the command's word for it or a key below it),
+    whose ``parent_node`` holds its section's keys for a suggestion. Hydra's refusals of ``+`` on a key the config
+    has or ``~`` on one it lacks carry no field: for those only, the key is read from Hydra's message (quoted)."""
     lookup = _cause(err, lambda e: getattr(e, "full_key", None))
     if lookup is not None:
         full = str(lookup.full_key)
@@ -97,32 +97,22 @@ def _key_error(err: BaseException, words: list[str], text: str) -> UserError | N
     in_node = section and isinstance(node, DictConfig) and getattr(found, "full_key", None) == key
     known = [str(k) for k in node.keys() if not str(k).startswith("_")] if in_node else []  # _target_: no option
     close = difflib.get_close_matches(leaf, known, n=1)
-    valid = f"valid: {', '.join(f'{section}.{k}' for k in known)}"
-    if not close and key.startswith("hydra."):  # a section of Hydra's (hydra.launcher): its options are the class's
-        hint = valid if known else f"{section} has none here"
-        if not known and section == "hydra.launcher":  # Hydra's basic launcher: the default
-            hint = f"the launcher chosen takes none; {LAUNCHERS_WITH_OPTIONS} take some"
-        return UserError(key, "no such option", f"{hint}; python train.py --cfg hydra lists them")
-    hint = f"did you mean {section}.{close[0]}?" if close else valid if known else "see configs/train.yaml"
-    return UserError(key, "no such option", f"{hint}; +{key}=... adds a new key")
-
-
-def _unparsable(override: str) -> UserError:
-    """An override Hydra's grammar cannot read (``run.group=~foo``), and how to quote it past shell and Hydra."""
-    key, value = _key(override), _value(override)
-    if value.count("[") != value.count("]") or value.count("{") != value.count("}"):
-        return UserError(key, f"cannot read {value!r}: a bracket is not closed", f"write a list as {key}=[a,b]")
-    return UserError(
-        key,
-        f"Hydra's override grammar cannot read the value {value!r} (~ [ ] {{ }} , = ' and spaces mean something there)",
-        f"quote the value for Hydra inside quotes for the shell: \"{key}='{value}'\"",
-    )
+    hydras = key.startswith("hydra.") and not close  # a section of Hydra's (hydra.launcher): its class's options
+    if close or known:
+        hint = (
+            f"did you mean {section}.{close[0]}?" if close else f"valid: {', '.join(f'{section}.{k}' for k in known)}"
+        )
+    elif section == "hydra.launcher":  # Hydra's basic launcher, the default
+        hint = f"the launcher chosen takes none; {LAUNCHERS_WITH_OPTIONS} take some"
+    else:
+        hint = f"{section} has none here" if hydras else "see configs/train.yaml"
+    fix = "python train.py --cfg hydra lists them" if hydras else f"+{key}=... adds a new key"
+    return UserError(key, "no such option", f"{hint}; {fix}")
 
 
 def _unknown_file_key(err: BaseException, words: list[str]) -> UserError | None:
-    """A key that a YAML file sets and its group's schema lacks: OmegaConf's error (Hydra's context) names the key
-    and the schema; the file is the one Hydra's message names first (``In 'data/shapes'``: no field has it).
-    None when the command line wrote the key: the caller words that, with its ``+`` hint."""
+    """A key that a YAML file sets and its group's schema lacks (OmegaConf's error names both; the file is the one
+    Hydra's message names first: no field has it). None when the command line wrote the key."""
     found = _cause(err, lambda e: isinstance(e, ConfigKeyError) and getattr(e, "full_key", None), context=True)
     option = schema_option(getattr(found, "object_type", None))
     key = str(getattr(found, "full_key", ""))

@@ -25,13 +25,14 @@ SAME_FOLDER_NOTE = (
 #: config groups in the order a newcomer meets them; any other comes after, by name
 GROUP_ORDER = ("model", "data", "optim", "trainer", "task", "eval", "seed")
 TAG = {None: "", IMAGE: "[img] ", SEQUENCE: "[seq] "}
-NAME_COLUMN = 28  # options: "    <key> " then the rule, continuation lines under the rule
 
 
 def wrapped(left: str, text: str, indent: int | None = None) -> list[str]:
     """``left`` then ``text`` within :data:`WIDTH`, continuation lines indented ``indent`` (default: under ``text``)."""
-    return textwrap.wrap(left + text, WIDTH, subsequent_indent=" " * (indent or len(left)), break_long_words=False,
-                         break_on_hyphens=False) or [left.rstrip()]  # fmt: skip
+    pad = " " * (indent or len(left))
+    return textwrap.wrap(left + text, WIDTH, subsequent_indent=pad, break_long_words=False, break_on_hyphens=False) or [
+        left.rstrip()
+    ]
 
 
 def config_names(configs: Path, group: str) -> list[str]:
@@ -72,7 +73,8 @@ def option_lines() -> list[str]:
 
 
 def _option(key: str, spec, tag: str = "") -> list[str]:
-    return wrapped(f"    {key:<{NAME_COLUMN}} ", f"{tag}{describe(spec)}: {spec.help}")
+    """``    <key> <rule>: <help>``, the rule at column 33 and continuation lines under it."""
+    return wrapped(f"    {key:<28} ", f"{tag}{describe(spec)}: {spec.help}")
 
 
 def group_lines() -> list[str]:

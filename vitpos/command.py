@@ -27,7 +27,7 @@ CONFIG_DIR_WORDS = ("--config-dir", "-cd")  # a folder of the user's own group o
 
 def help_text(lines: Callable[[], list[str]]) -> Callable[[], str]:
     """A resolver of ``--help`` text; empty for any other command (Hydra resolves it always; the lists import torch)."""
-    return lambda: "\n".join(lines()) if {"--help", "-h"} & set(sys.argv) else ""
+    return lambda: "\n".join(lines()) if {"--help", "-h"} & set(sys.argv[1:]) else ""
 
 
 for _name, _lines in (("encodings", encoding_lines), ("options", option_lines), ("groups", group_lines)):

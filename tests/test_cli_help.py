@@ -309,6 +309,8 @@ def test_without_a_gpu_one_line_replaces_the_device_lines_and_real_warnings_stay
 def test_the_bar_counts_epochs_from_one_as_every_message_does(monkeypatch):
     """Lightning's bar says ``Epoch 0/2`` in the first of 3 epochs; ours says ``Epoch 1/3``, as the
     epoch lines and the interruption line do (Rich's bar, and tqdm's where Rich is missing)."""
+    import importlib.util
+    from importlib.util import find_spec
     from types import SimpleNamespace
 
     from lightning.pytorch.callbacks.progress import rich_progress
@@ -320,14 +322,16 @@ def test_the_bar_counts_epochs_from_one_as_every_message_does(monkeypatch):
     assert LastCheckpoint(Path("/nonexistent/last.ckpt")).interrupted_message(0).startswith(
         "interrupted during epoch 1;")  # fmt: skip
     trainer = SimpleNamespace(max_epochs=3, current_epoch=0, num_training_batches=5)
-    if rich_progress._RICH_AVAILABLE:
+    if find_spec("rich"):  # the bar Lightning made, renamed after its own hook
         bar = progress_bar("sincos_2d/seed0")
-        bar._trainer = trainer
-        assert bar._get_train_description(0).strip() == "Epoch 1/3"
-    monkeypatch.setattr(rich_progress, "_RICH_AVAILABLE", False)
+        bar._trainer, bar.progress = trainer, rich_progress.CustomProgress(disable=True)
+        bar.train_progress_bar_id = bar.progress.add_task("Epoch 0/2")
+        bar.on_train_epoch_start(trainer, None)
+        assert bar.train_progress_bar.description.strip() == "Epoch 1/3"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)  # no Rich: tqdm's bar
     bar = progress_bar("sincos_2d/seed0")
     bar._trainer = trainer
     said = []
-    bar._train_progress_bar = SimpleNamespace(reset=lambda: None, set_description=said.append)
+    bar._train_progress_bar = SimpleNamespace(reset=lambda: None, set_description=lambda text, **_: said.append(text))
     bar.on_train_epoch_start(trainer, None)
     assert said[-1] == "Epoch 1/3", said

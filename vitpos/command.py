@@ -1,7 +1,6 @@
-"""The training command: ``python train.py encoding=rope_2d`` (``vitpos-train``, ``python -m vitpos`` installed;
-``-m`` sweeps). Options: ``python train.py --help``. The config is checked before anything is written (a sweep's
-jobs all before the first, by ``hydra/sweeper=vitpos``); bad input, a composition Hydra refuses included, is one
-line ``error: <option>: <what> (<fix>)``, exit 2. ``main(["data=shapes"])`` runs the command in process.
+"""The training command: ``python train.py encoding=rope_2d`` (``vitpos-train``, ``python -m vitpos``; ``-m`` sweeps;
+``--help`` lists the options). The config is checked before anything is written (a sweep's jobs all before the first,
+by ``hydra/sweeper=vitpos``); bad input, a composition Hydra refuses included, is one line, exit 2.
 """
 
 import sys
@@ -31,9 +30,8 @@ def help_text(lines: Callable[[], list[str]]) -> Callable[[], str]:
     return lambda: "\n".join(lines()) if {"--help", "-h"} & set(sys.argv[1:]) else ""
 
 
-OmegaConf.register_new_resolver("vitpos_encodings", help_text(encoding_lines), replace=True)
-OmegaConf.register_new_resolver("vitpos_options", help_text(option_lines), replace=True)
-OmegaConf.register_new_resolver("vitpos_groups", help_text(group_lines), replace=True)
+for _name, _lines in (("encodings", encoding_lines), ("options", option_lines), ("groups", group_lines)):
+    OmegaConf.register_new_resolver(f"vitpos_{_name}", help_text(_lines), replace=True)
 sweep.register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
 
 
@@ -54,9 +52,9 @@ def run(cfg: DictConfig) -> float:
     except SystemExit as err:  # Lightning's SIGTERMException carries no code: exit 128 + SIGTERM, not 0
         sys.exit(143 if err.code is None else err.code)
     except Exception as err:  # a single run stops; a sweep records it and goes on with the next job
-        if not in_sweep and isinstance(err, InputError):
-            sweep.refuse(err)
         if not in_sweep:
+            if isinstance(err, InputError):
+                sweep.refuse(err)
             raise
         if not isinstance(err, InputError) and signals.stopping() is None:  # after a stop: the stop's doing
             traceback.print_exc()
@@ -70,23 +68,19 @@ def run(cfg: DictConfig) -> float:
     return metrics.get("val/acc_best", metrics.get("test/acc", float("nan")))
 
 
-def hydra_words(argv: list[str]) -> list[str]:
-    """``argv`` for Hydra; a single run gets ``hydra.output_subdir=null`` (nothing outside its run folder), beside
-    the other overrides (argparse refuses overrides on both sides of a flag like ``--cfg job``)."""
-    if set(SWEEP_WORDS) & set(argv) or any(a.startswith("hydra.output_subdir=") for a in argv):
-        return list(argv)
-    first = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), len(argv))
-    return [*argv[:first], "hydra.output_subdir=null", *argv[first:]]
-
-
 def main(argv: list[str] | None = None) -> None:
-    """``python train.py ARGV`` (default: this process's arguments); a sweep with a failed job exits 1."""
+    """``python train.py ARGV`` (default: this process's arguments); a sweep with a failed job exits 1. A single run
+    gets ``hydra.output_subdir=null`` (nothing outside its run folder) before its first override (argparse refuses
+    overrides on both sides of a flag like ``--cfg job``)."""
     saved, prog = sys.argv, sys.argv[0] if argv is None else __file__  # in process: not the caller's name
     argv = sys.argv[1:] if argv is None else list(argv)
     flags = {a.partition("=")[0] for a in argv if a.startswith("-")}
-    hydras = bool(flags - set(SWEEP_WORDS) - set(CONFIG_DIR_WORDS))  # --help, --cfg: Hydra's own
-    raising = not hydras and sweep.raise_composition_errors()
-    sys.argv = [prog, *hydra_words(argv)]  # Hydra's main reads its words here
+    raising = not flags - {*SWEEP_WORDS, *CONFIG_DIR_WORDS} and sweep.raise_composition_errors()  # not --help, --cfg
+    words = list(argv)
+    if not flags & set(SWEEP_WORDS) and not any(a.startswith("hydra.output_subdir=") for a in argv):
+        first = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")), len(argv))
+        words.insert(first, "hydra.output_subdir=null")
+    sys.argv = [prog, *words]  # Hydra's main reads its words here
     try:
         with signals.app():
             run()

@@ -1,2 +1,1 @@
-"""vitpos's Hydra plugins: :mod:`.tolerant` (``hydra/launcher=vitpos_slurm``, ``vitpos_local``: submitit launchers
-that wait for every job)."""
+"""vitpos's Hydra launchers (:mod:`.tolerant`): submitit launchers that wait for every job."""

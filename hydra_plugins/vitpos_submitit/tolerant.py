@@ -1,11 +1,9 @@
 """``hydra/launcher=vitpos_slurm`` and ``vitpos_local``: the ``hydra-submitit-launcher`` plugin's ``submitit_slurm``
 and ``submitit_local``, same options, waiting for every job of a sweep.
 
-The plugin reads its jobs' results in order and raises at the first job whose process ended without one (SIGKILL, a
-preempted node, a time limit), while others may still run and nothing reports them. Here such a job is *missing* (its
-folder is made: the summary lists it, the same command resumes it), one whose process raised outside the training is
-*failed* (``error.log``). ``vitpos_local`` tells its jobs how many run at once (``VITPOS_JOBS_AT_ONCE``:
-``threads=auto`` shares the cores). Hydra loads launchers only from ``hydra_plugins``.
+The plugin raises at the first job that ended without a result (SIGKILL, preemption, a time limit) while others may
+still run. Here such a job is *missing* (its folder made, so the summary lists it and the same command resumes it), or
+*failed* with ``error.log`` where its process raised outside the training.
 """
 
 from __future__ import annotations
@@ -32,33 +30,27 @@ log = logging.getLogger(__name__)
 
 
 def wait_for_every_job(jobs, first_num: int, sweep_dir: Path) -> list[JobReturn]:
-    """Each job's JobReturn in order; a job that ended without one gets an empty, completed one and leaves its
-    folder behind as missing (or failed, with ``error.log``)."""
+    """Each job's JobReturn in order; a job that ended without one gets an empty, completed one."""
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
     returns = []
     for num, job in enumerate(jobs, start=first_num):
         try:
             returns.append(job.results()[0])
-            continue
-        except FailedJobError as err:  # (a subclass of the next) the job raised outside train.py's own handling
-            problem = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        except UncompletedJobError:  # killed, preempted, out of time: no word from the job
-            problem = None
-        folder = sweep_dir / str(num)
-        folder.mkdir(parents=True, exist_ok=True)
-        if problem is not None:
-            (folder / "error.log").write_text(f"error: {problem}\n")
-        returns.append(JobReturn(status=JobStatus.COMPLETED))  # its return value: None
+        except UncompletedJobError as err:  # killed, preempted, out of time: no word from the job
+            (sweep_dir / str(num)).mkdir(parents=True, exist_ok=True)
+            if isinstance(err, FailedJobError):  # (a subclass) it raised outside train.py's own handling
+                problem = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+                (sweep_dir / str(num) / "error.log").write_text(f"error: {problem}\n")
+            returns.append(JobReturn(status=JobStatus.COMPLETED))  # its return value: None
     return returns
 
 
 class WaitForEveryJob:
-    """The plugin's ``launch``, its results collected by :func:`wait_for_every_job`."""
+    """The plugin's ``launch`` (its executor set-up repeated: it keeps its jobs to itself), then
+    :func:`wait_for_every_job`."""
 
     def launch(self, job_overrides, initial_job_idx):
-        """Submit as the plugin's ``launch`` does (which raises at the first dead job and keeps its jobs to itself,
-        so its executor set-up is repeated here), then wait for every job."""
         import submitit  # here, not at the top: Hydra imports this module at every plugin scan
 
         init = {"max_num_timeout"}  # the plugin's: an argument of the executor, the rest are parameters
@@ -92,8 +84,7 @@ if LocalLauncher is not None:
     class TolerantLocalLauncher(WaitForEveryJob, LocalLauncher):
         """``hydra/launcher=vitpos_local``: ``submitit_local``, waiting for every job."""
 
-        def __call__(self, *args, **kwargs):
-            """One job, in its own process (submitit unpickles this launcher there), told the job count first."""
+        def __call__(self, *args, **kwargs):  # one job, in its own process (submitit unpickles this launcher there)
             os.environ[JOBS_AT_ONCE] = str(self.jobs_at_once)
             return super().__call__(*args, **kwargs)
 

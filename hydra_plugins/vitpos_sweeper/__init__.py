@@ -1,2 +1,1 @@
-"""vitpos's Hydra sweeper: :mod:`.checked` (``hydra/sweeper=vitpos``, the default of ``configs/train.yaml``: the
-jobs of Hydra's basic sweeper, every one composed and checked before any is launched)."""
+"""vitpos's Hydra sweeper (:mod:`.checked`): every job composed and checked before any is launched."""

@@ -1,17 +1,14 @@
 """``hydra/sweeper=vitpos``: the jobs of Hydra's basic sweeper, every one composed and checked before any is launched.
 
-Hydra's basic sweeper composes each batch just before launching it: a job the config check refuses ran, failed, and the
-sweep went on. :class:`CheckedSweeper` makes the same jobs in the same order (:func:`job_overrides`), checks the
-launcher's options, composes each job as its launcher will and checks the config the job gets; the first problem
-refuses the whole sweep in one line, exit 2, nothing written. Then it holds ``<hydra.sweep.dir>/.lock`` (two sweeps in
-one folder read each other's outcomes) and launches in batches. Hydra loads sweepers only from ``hydra_plugins``.
+Hydra's basic sweeper composes each batch just before launching it, so a job the config check refuses ran and failed
+while the sweep went on. Here the first problem refuses the whole sweep in one line, exit 2, nothing written; then the
+sweep holds ``<hydra.sweep.dir>/.lock`` (two sweeps in one folder read each other's outcomes) and launches in batches.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +32,8 @@ IN_USE_FIX = "wait for it to finish, or give this sweep a folder of its own: hyd
 
 
 def job_overrides(overrides: list[Override]) -> list[list[str]]:
-    """The overrides of each job, in launch order: the cartesian product of the sweeps (comma lists, ``range``,
-    ``choice``, ``glob``), the first key the outer loop, as Hydra's basic sweeper makes them. A key given twice keeps
-    its first place and its last value; a sweep that names no values (``interval(0,1)``) is refused."""
+    """The overrides of each job in launch order, as Hydra's basic sweeper makes them: the cartesian product of the
+    sweeps, the first key the outer loop (a key given twice: its first place, its last value)."""
     values: dict[str, list[str]] = {}
     for override in overrides:
         key = override.get_key_element()
@@ -68,9 +64,7 @@ class CheckedSweeper(Sweeper):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         try:
             check_launcher(self.config.hydra.launcher)
-            jobs = self.jobs(arguments)
-            for job in jobs:
-                self.check(job)
+            jobs = self.checked_jobs([f"{key}={value}" for key, value in self.params.items()] + list(arguments))
             sweep_dir.mkdir(parents=True, exist_ok=True)
             folder.acquire(sweep_dir, "hydra.sweep.dir", IN_USE_FIX, "train.py -m")
         except InputError as err:
@@ -89,20 +83,19 @@ class CheckedSweeper(Sweeper):
         finally:
             folder.release(sweep_dir)
 
-    def jobs(self, arguments: Sequence[str]) -> list[list[str]]:
-        """Each job's overrides: ``hydra.sweeper.params``, then the command line's (:func:`job_overrides`)."""
-        words = [f"{key}={value}" for key, value in self.params.items()] + list(arguments)
-        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+    def checked_jobs(self, words: list[str]) -> list[list[str]]:
+        """Each job's overrides (``hydra.sweeper.params``, then the command line's), each job composed as its launcher
+        will and its config checked."""
+        loader = self.hydra_context.config_loader
         try:
-            return job_overrides(parser.parse_overrides(words))
+            jobs = job_overrides(OverridesParser.create(config_loader=loader).parse_overrides(words))
         except HydraException as err:  # a value the grammar cannot read, a glob of no group
             raise override_error(err, CONFIG_DIR, words) from None
-
-    def check(self, job: list[str]) -> None:
-        """Compose ``job`` as its launcher will and run the config check on the config the job gets."""
-        try:
-            config = self.hydra_context.config_loader.load_sweep_config(self.config, list(job))
-        except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
-            raise override_error(err, CONFIG_DIR, job) from None
-        validate(sweep.job_config(config))
-        log.debug("checked: %s", " ".join(job))
+        for job in jobs:
+            try:
+                config = loader.load_sweep_config(self.config, list(job))
+            except (HydraException, ValueError) as err:  # ValueError: a config group set to null (optim=null)
+                raise override_error(err, CONFIG_DIR, job) from None
+            validate(sweep.job_config(config))
+            log.debug("checked: %s", " ".join(job))
+        return jobs

@@ -1,9 +1,5 @@
-"""What a command prints: a user error as one line (:func:`run_main`), and a quiet training console.
-
-Lightning logs through its own handlers (``configs/train.yaml`` turns Hydra's logging off: nothing prints twice);
-without a GPU its device lines become one (:func:`device_line`); epochs count from 1 (``Epoch 1/3``), as everywhere a
-person reads them; a bar is drawn only on a terminal (:func:`shows_bar`), a log gets a line per epoch instead.
-"""
+"""What a command prints: a user error as one line (:func:`run_main`), and a quiet training console: without a GPU
+Lightning's device lines become one (:func:`device_line`), epochs count from 1, a bar is drawn only on a terminal."""
 
 from __future__ import annotations
 
@@ -13,6 +9,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from vitpos.errors import InputError
 
@@ -47,22 +44,14 @@ NO_GPU_LINES = dict.fromkeys(RANK_ZERO, LIGHTNING_DEVICE_LINES)
 NO_GPU_LINES["torch.utils.cpp_extension"] = re.compile(r"No CUDA runtime is found")
 
 
+@dataclass
 class DropLines(logging.Filter):
-    """Drops records whose message starts with a match of ``pattern``."""
+    """Drops records whose message starts with a match of ``pattern``; ``Logger.addFilter`` adds an equal one once."""
 
-    def __init__(self, pattern: re.Pattern):
-        super().__init__()
-        self.pattern = pattern
+    pattern: re.Pattern
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not self.pattern.match(record.getMessage())
-
-
-def _add_filter(name: str, pattern: re.Pattern) -> None:
-    """A :class:`DropLines` of ``pattern`` on the logger ``name``, once however often a process trains."""
-    logger = logging.getLogger(name)
-    if not any(getattr(f, "pattern", None) is pattern for f in logger.filters):
-        logger.addFilter(DropLines(pattern))
 
 
 def has_gpu() -> bool:
@@ -80,7 +69,7 @@ def device_line(precision: object, threads: int | None = None) -> str | None:
     import torch
 
     for name, pattern in NO_GPU_LINES.items():
-        _add_filter(name, pattern)
+        logging.getLogger(name).addFilter(DropLines(pattern))
     if os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) != "0":
         return None
     n = threads or torch.get_num_threads()
@@ -94,12 +83,12 @@ class _Stderr(logging.StreamHandler):
 
 
 def quiet_console(side_by_side: bool = False) -> None:
-    """Silences :data:`KNOWN_WARNINGS` and sets up the ``vitpos`` logger (once). ``side_by_side``: parallel jobs keep
-    only labelled lines (``<run>/seed<k>: epoch ...``), warnings and errors."""
+    """Silences :data:`KNOWN_WARNINGS`, sets up the ``vitpos`` logger (once); ``side_by_side`` (parallel jobs): only
+    warnings, errors and labelled lines (``<run>/seed<k>: epoch ...``)."""
     for message, _why in KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     for name in RANK_ZERO:
-        _add_filter(name, ADVERT)
+        logging.getLogger(name).addFilter(DropLines(ADVERT))
     log = logging.getLogger("vitpos")
     if not log.handlers:
         handler = _Stderr()
@@ -118,33 +107,36 @@ def epoch_name(current_epoch: int, max_epochs: int | None) -> str:
 
 
 def shows_bar(wanted: bool) -> bool:
-    """Asked for and standard output is a terminal: redirected, a bar writes nothing readable until the run ends
-    (:class:`vitpos.callbacks.EpochLine` prints a line per epoch instead)."""
-    isatty = getattr(sys.stdout, "isatty", None)
-    return bool(wanted) and callable(isatty) and bool(isatty())
+    """Asked for and standard output is a terminal: redirected, a bar writes nothing readable until the run ends."""
+    return bool(wanted) and bool(getattr(sys.stdout, "isatty", lambda: False)())
 
 
 def progress_bar(run_name: str):
     """Lightning's default bar (Rich, else tqdm) with ``run: <run_name>`` for ``v_num`` and :func:`epoch_name`."""
-    from lightning.pytorch.callbacks import TQDMProgressBar
-    from lightning.pytorch.callbacks.progress.rich_progress import _RICH_AVAILABLE, RichProgressBar
+    from importlib.util import find_spec
 
-    base = RichProgressBar if _RICH_AVAILABLE else TQDMProgressBar
+    from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 
-    class NamedProgressBar(base):
+    class NamedProgressBar(RichProgressBar if find_spec("rich") else TQDMProgressBar):
         def get_metrics(self, trainer, pl_module):
             items = super().get_metrics(trainer, pl_module)
             items.pop("v_num", None)
             return {"run": run_name, **items}
 
-        def _get_train_description(self, current_epoch: int) -> str:  # Rich's bar names its epoch here
-            text = epoch_name(current_epoch, self.trainer.max_epochs)
-            return f"{text:{len(self.validation_description)}}"  # as wide as "Validation": no flicker
-
         def on_train_epoch_start(self, trainer, *args) -> None:
             super().on_train_epoch_start(trainer, *args)
-            if base is TQDMProgressBar:  # tqdm's bar names its epoch here
-                self.train_progress_bar.set_description(epoch_name(trainer.current_epoch, trainer.max_epochs))
+            self.name_epoch(trainer)
+
+        def on_train_batch_end(self, trainer, *args) -> None:  # resumed mid-epoch, Rich's bar starts here
+            super().on_train_batch_end(trainer, *args)
+            self.name_epoch(trainer)
+
+        def name_epoch(self, trainer) -> None:
+            text = epoch_name(trainer.current_epoch, trainer.max_epochs)
+            if isinstance(self, TQDMProgressBar):
+                self.train_progress_bar.set_description(text, refresh=False)
+            elif self.train_progress_bar_id is not None:  # Rich's: as wide as "Validation", no flicker
+                self.train_progress_bar.description = f"{text:{len(self.validation_description)}}"
 
     return NamedProgressBar()
 

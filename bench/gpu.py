@@ -48,11 +48,11 @@ def time_to_accuracy(minutes: float, root: str) -> None:
     import lightning as L
     from hydra import compose, initialize_config_dir
 
-    from vitpos import CONFIG_DIR
+    from vitpos import CONFIG_DIR, HYDRA_BASE
     from vitpos.tasks import build
     from vitpos.validate import validate
 
-    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(str(CONFIG_DIR), **HYDRA_BASE):
         cfg = compose("train", overrides=["experiment=compare_cifar_gpu", "encoding=learned_1d",
                                           f"data.root={root}", "task.pictures=false"])  # fmt: skip
     validate(cfg)

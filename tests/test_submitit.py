@@ -147,6 +147,25 @@ def test_the_launcher_a_user_names_is_the_one_that_runs(choice, target):
     assert plugin_class in [f"{c.__module__}.{c.__qualname__}" for c in get_class(target).__mro__]
 
 
+@pytest.mark.slow
+def test_hydra_finds_every_plugin_class_a_config_names(tmp_path):
+    """Hydra builds a sweeper or launcher only from the plugin classes it found: in the ``hydra_plugins``
+    namespace (Hydra 1.3) or by the ``hydra.plugins`` entry points (Hydra 1.4, which in an editable install
+    cannot list an editable install's files and warns at every command). Asked from a folder outside the
+    repository, as ``vitpos-train`` runs, with warnings as errors."""
+    from omegaconf import OmegaConf
+
+    named = {OmegaConf.load(p).get("_target_") for p in (ROOT / "configs" / "hydra").glob("*/vitpos*.yaml")} - {None}
+    ask = (
+        "from hydra.core.plugins import Plugins; from hydra.plugins.launcher import Launcher; "
+        "from hydra.plugins.sweeper import Sweeper; found = Plugins.instance().discover; "
+        "print(*(f'{c.__module__}.{c.__qualname__}' for k in (Sweeper, Launcher) for c in found(k)))"
+    )
+    found = subprocess.run([sys.executable, "-W", "error", "-c", ask], cwd=tmp_path, capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    assert len(named) == 3 and named <= set(found.stdout.split()), (named, found.stdout)
+
+
 class FakeExecutor:
     """``submitit.AutoExecutor`` as the launchers drive it: what they pass, and jobs that return
     (or raise) without any process."""

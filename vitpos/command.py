@@ -10,10 +10,10 @@ from collections.abc import Callable
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 import vitpos.config  # noqa: F401  (registers the groups' schemas, which the configs start from)
-from vitpos import CONFIG_DIR
+from vitpos import CONFIG_DIR, HYDRA_1_3, HYDRA_BASE
 from vitpos.checks.options import check_launcher
 from vitpos.cli.hydra_errors import override_error
 from vitpos.cli.train_help import encoding_lines, group_lines, option_lines  # --help's lists; no torch
@@ -31,11 +31,15 @@ def help_text(lines: Callable[[], list[str]]) -> Callable[[], str]:
 
 
 for _name, _lines in (("encodings", encoding_lines), ("options", option_lines), ("groups", group_lines)):
-    OmegaConf.register_new_resolver(f"vitpos_{_name}", help_text(_lines), replace=True)
+    sweep.add_resolver(f"vitpos_{_name}", help_text(_lines))
 sweep.register_resolver()  # ${vitpos_image_encodings:}: the list configs/sweep/image_encodings.yaml sweeps
 
 
-@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="train")  # absolute: also when imported
+#: Hydra 1.4 asks which classes a config may name (``hydra.callbacks``: vitpos.run.sweep.SweepReport)
+TRUSTED = {} if HYDRA_1_3 else {"execution_whitelist": "vitpos.*"}
+
+
+@hydra.main(config_path=str(CONFIG_DIR), config_name="train", **HYDRA_BASE, **TRUSTED)  # absolute: also imported
 def run(cfg: DictConfig) -> float:
     """One job of Hydra's: check the composed ``cfg``, train it; in a sweep, record how it ended."""
     sweep.composed()  # Hydra reports this job's own errors again (the callback did already, where configured)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra.plugins.launcher import Launcher
 
 try:
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
@@ -90,3 +91,16 @@ if LocalLauncher is not None:
 
     class TolerantSlurmLauncher(WaitForEveryJob, SlurmLauncher):
         """``hydra/launcher=vitpos_slurm``: ``submitit_slurm``, waiting for every job."""
+
+else:  # the entry points (pyproject.toml) load all the same; the launcher configs need the plugin first
+
+    class PluginMissing(Launcher):
+        """Without ``hydra-submitit-launcher``: says what to install."""
+
+        def setup(self, **kwargs) -> None:
+            raise ImportError('hydra/launcher=vitpos_local and vitpos_slurm need pip install -e ".[cluster]"')
+
+        def launch(self, job_overrides, initial_job_idx):
+            raise NotImplementedError
+
+    TolerantLocalLauncher = TolerantSlurmLauncher = PluginMissing

@@ -25,7 +25,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 import vitpos.config  # noqa: F401  (registers the schemas the configs start from)
-from vitpos import CONFIG_DIR
+from vitpos import CONFIG_DIR, HYDRA_BASE
 from vitpos.benchmark.minutes import Minutes, encoding_of, run_minutes, snapshot_runs
 from vitpos.benchmark.options import PROTOCOLS, BenchmarkOptions
 from vitpos.compare.protocol import Protocol
@@ -80,7 +80,7 @@ def compose(experiment: str, encoding: str, module: str | None, seed: int, out: 
     chosen = [f"encoding={encoding}"] if has_yaml else ["encoding=plugin", f"encoding.name={encoding}"]
     chosen += [f"encoding.module={module}"] if module else []
     overrides = [f"experiment={experiment}", *chosen, f"seed={seed}", f"run.root={out}", *extra]
-    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(str(CONFIG_DIR), **HYDRA_BASE):
         try:
             composed = hydra_compose("train", overrides=overrides, return_hydra_config=True)
         except (HydraException, ValueError) as err:

@@ -22,6 +22,7 @@ from vitpos.run import signals
 ERROR_FILE = "error.log"
 OUTCOME_FILE = "outcome.txt"
 _failed: list[str] = []  # failed jobs of this process's sweep (the callback runs in the main process)
+_refused = False  # refuse() ended this process's command: no sweep summary
 # frozen job order, so a new encoding (run after these, alphabetically) shifts no job of a stopped sweep
 COMPARED_FIRST = (
     "none", "learned_1d", "learned_2d", "sincos_2d", "rel_bias_2d", "cpe", "rope_2d", "rope_2d_mixed", "alibi_2d",
@@ -41,9 +42,16 @@ def image_encodings() -> list[str]:
     return first + [name for name in images if name not in first]
 
 
+def add_resolver(name: str, resolver) -> None:
+    """``${name:}`` in a config calls ``resolver``: OmegaConf 2.4's ``register_resolver``, which 2.3 calls
+    ``register_new_resolver`` (2.3's ``register_resolver`` is an older kind)."""
+    current = hasattr(OmegaConf, "legacy_register_resolver")  # 2.4 and later
+    (OmegaConf.register_resolver if current else OmegaConf.register_new_resolver)(name, resolver, replace=True)
+
+
 def register_resolver() -> None:
     """``${vitpos_image_encodings:}``: :func:`image_encodings` as a comma list (a Hydra sweep)."""
-    OmegaConf.register_new_resolver("vitpos_image_encodings", lambda: ",".join(image_encodings()), replace=True)
+    add_resolver("vitpos_image_encodings", lambda: ",".join(image_encodings()))
 
 
 def name_model(cfg: DictConfig, choices) -> None:
@@ -90,8 +98,10 @@ def composed() -> None:
 
 def refuse(err: BaseException) -> NoReturn:
     """Refuse the command: ``error: ...``, exit 2, as a ``SystemExit`` Hydra passes on without its own report."""
+    global _refused
     signals.uninstall()
     _failed.clear()
+    _refused = True
     print(f"error: {err}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -143,12 +153,16 @@ class SweepReport(Callback):
         self.on_run_start(config, jobs_elsewhere=not str(config.hydra.launcher._target_).endswith("BasicLauncher"))
 
     def on_run_start(self, config, jobs_elsewhere: bool = False, **kwargs) -> None:
+        global _refused
+        _refused = False
         composed()  # a sweep's config: the sweeper words a job's composition error itself
         _failed.clear()  # a run or sweep reports only its own outcome
         signals.install(owner=True, jobs_elsewhere=jobs_elsewhere)
 
     def on_run_end(self, config, **kwargs) -> None:
+        global _refused
         signals.uninstall()
+        _refused = False
 
     def on_job_start(self, config, **kwargs) -> None:
         signals.install()  # a joblib worker needs its own handler
@@ -170,7 +184,11 @@ class SweepReport(Callback):
             say(f"[job {num}] end after {minutes:.1f} min: {found[0].read_text().strip() if found else 'done'}")
 
     def on_multirun_end(self, config, **kwargs) -> None:
+        global _refused
         signals.uninstall()
+        if _refused:  # Hydra 1.4 ends a refused sweep here too: it ran no job
+            _refused = False
+            return
         sweep = Path(config.hydra.sweep.dir)
         jobs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()) if sweep.is_dir() else []
         failed = [p for p in jobs if (p / ERROR_FILE).exists()]

@@ -227,8 +227,8 @@ def fast_tests_start_no_program(request, monkeypatch):
 
 def pytest_collection_modifyitems(config, items):
     """Files holding a test marked ``long`` go first, the others keep their order: a test of minutes
-    that starts last would keep its worker busy long after the other has finished (pytest-xdist sends
-    whole files, in this order: pyproject addopts)."""
+    that starts last would keep its worker busy long after the other has finished (pytest-xdist's
+    worksteal hands each worker half of the tests in this order: pyproject addopts)."""
     long_files = {item.path for item in items if item.get_closest_marker("long")}
     items.sort(key=lambda item: item.path not in long_files)  # stable: each file's tests stay together, in order
 

@@ -40,9 +40,10 @@ def encoding_config(config: str) -> tuple[str, dict]:
     return options.pop("name"), options
 
 
-#: every encoding config for images: each registered image encoding, and the presets of one (pape_ri)
+#: every encoding config for images: each registered image encoding, and the presets of one (pape_ri); a
+#: config file's ``name`` read as written (composing each at collection would cost every worker seconds)
 IMAGE_CONFIGS = sorted(
-    {p.stem for p in (CONFIGS / "encoding").glob("*.yaml") if encoding_config(p.stem)[0] in list_encodings(2)}
+    {p.stem for p in (CONFIGS / "encoding").glob("*.yaml") if OmegaConf.load(p).name in list_encodings(2)}
     | set(list_encodings(2))
 )
 

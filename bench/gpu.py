@@ -48,7 +48,8 @@ def time_to_accuracy(minutes: float, root: str) -> None:
     import lightning as L
     from hydra import compose, initialize_config_dir
 
-    from vitpos import CONFIG_DIR, HYDRA_BASE
+    from vitpos import CONFIG_DIR
+    from vitpos.config import HYDRA_BASE
     from vitpos.tasks import build
     from vitpos.validate import validate
 

@@ -12,11 +12,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-import vitpos.config  # noqa: F401  (registers the groups' schemas, which the configs start from)
-from vitpos import CONFIG_DIR, HYDRA_1_3, HYDRA_BASE
+from vitpos import CONFIG_DIR
 from vitpos.checks.options import check_launcher
 from vitpos.cli.hydra_errors import override_error
 from vitpos.cli.train_help import encoding_lines, group_lines, option_lines  # --help's lists; no torch
+from vitpos.config import HYDRA_1_3, HYDRA_BASE  # importing it registers the schemas the configs start from
 from vitpos.errors import InputError
 from vitpos.run import signals, sweep
 from vitpos.validate import validate

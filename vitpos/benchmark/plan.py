@@ -24,12 +24,12 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-import vitpos.config  # noqa: F401  (registers the schemas the configs start from)
-from vitpos import CONFIG_DIR, HYDRA_BASE
+from vitpos import CONFIG_DIR
 from vitpos.benchmark.minutes import Minutes, encoding_of, run_minutes, snapshot_runs
 from vitpos.benchmark.options import PROTOCOLS, BenchmarkOptions
 from vitpos.compare.protocol import Protocol
 from vitpos.compare.read import Run
+from vitpos.config import HYDRA_BASE  # importing it registers the schemas the configs start from
 from vitpos.config.encodings import builtin_names
 from vitpos.errors import UserError
 from vitpos.run.sweep import job_config

@@ -6,9 +6,11 @@ key. Fields are typed ``Any``: a field's rule is its metadata, worded ``error: <
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
+import hydra
 from hydra.core.config_store import ConfigStore
 
 from vitpos import CONFIG_DIR
@@ -16,6 +18,11 @@ from vitpos.config import data, eval, model, optim, task  # noqa: F401  (each en
 from vitpos.config.encodings import builtin_options, files_missing
 from vitpos.config.rules import IMAGE, SCHEMAS, Given, Int, Spec, option, rules
 from vitpos.config.trainer import LightningKeys
+
+#: keywords of ``hydra.main`` and ``initialize_config_dir``: Hydra 1.3 takes ``version_base`` (its 1.3 defaults, as
+#: vitpos is written for), which Hydra 1.4 deprecates, keeping those defaults
+HYDRA_1_3 = tuple(map(int, re.findall(r"\d+", hydra.__version__)[:2])) < (1, 4)
+HYDRA_BASE: dict = {"version_base": "1.3"} if HYDRA_1_3 else {}
 
 
 @dataclass
